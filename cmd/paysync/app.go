@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/paysync/paysync/payroll"
+)
+
+// stdio is where a command reads and writes; tests pass buffers.
+type stdio struct {
+	in       io.Reader
+	out, err io.Writer
+}
+
+// lookupEnv reads one environment variable (os.LookupEnv in main).
+type lookupEnv func(string) (string, bool)
+
+// command is one subcommand.
+type command struct {
+	name  string
+	usage string // one line
+	run   func(ctx context.Context, args []string, io stdio, env lookupEnv) error
+}
+
+// usageError means the command line or configuration is wrong: exit 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+func commands() map[string]command {
+	cs := []command{
+		{"sandbox", "serve the local payroll API stand-in on loopback", runSandbox},
+		{"meta", "list the pay codes (pay_parts_meta) and their field rules", runMeta},
+		{"companies", "list the companies the payroll account can see", runCompanies},
+		{"employees", "list a company's employees", runEmployees},
+		{"payparts", "list a company's pay parts", runPayParts},
+		{"auth", "auth status | auth password (test only)", runAuth},
+		{"demo", "run the whole flow against an in-process sandbox", runDemo},
+		{"version", "print the version", runVersion},
+	}
+	m := map[string]command{}
+	for _, c := range cs {
+		m[c.name] = c
+	}
+	return m
+}
+
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "paysync moves hours from time-tracking systems into payroll, exactly once.")
+	fmt.Fprintln(w, "\nUsage: paysync <command> [flags]\n\nCommands:")
+	cs := commands()
+	names := make([]string, 0, len(cs))
+	for n := range cs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, cs[n].usage)
+	}
+	fmt.Fprintln(w, "\nRun 'paysync <command> --help' for a command's flags. Configuration comes from PAYSYNC_* environment variables (see README); flags override them.")
+}
+
+// run executes one command line and returns the process exit code:
+// 0 success, 1 failure, 2 usage or configuration error.
+func run(ctx context.Context, args []string, io stdio, env lookupEnv) int {
+	if len(args) == 0 {
+		printUsage(io.err)
+		return 2
+	}
+	name := args[0]
+	if name == "-h" || name == "--help" || name == "help" {
+		printUsage(io.out)
+		return 0
+	}
+	if name == "--version" {
+		name = "version"
+	}
+	c, ok := commands()[name]
+	if !ok {
+		fmt.Fprintf(io.err, "paysync: unknown command %q\n\n", name)
+		printUsage(io.err)
+		return 2
+	}
+	err := c.run(ctx, args[1:], io, env)
+	return report(err, io.err)
+}
+
+// report prints err as one line (plus a hint where one helps) and maps it
+// to an exit code.
+func report(err error, w io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(w, "paysync: %s\n", oneLine(ue.msg))
+		return 2
+	}
+	fmt.Fprintf(w, "paysync: %s\n", oneLine(err.Error()))
+	if errors.Is(err, payroll.ErrRevoked) {
+		fmt.Fprintln(w, "paysync: what to do: connect paysync to the payroll account again (Danløn: Integrations → connect), set PAYSYNC_REFRESH_TOKEN to the new refresh token, then check with 'paysync auth status'. Nothing was sent while the connection was revoked.")
+	}
+	return 1
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// newFlagSet returns a flag set that reports errors instead of exiting.
+func newFlagSet(name, synopsis string, io stdio) *flag.FlagSet {
+	fs := flag.NewFlagSet("paysync "+name, flag.ContinueOnError)
+	fs.SetOutput(io.err)
+	fs.Usage = func() {
+		fmt.Fprintf(io.err, "Usage: paysync %s\n\nFlags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses args; a bad flag is a usage error.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &usageError{err.Error()}
+	}
+	if fs.NArg() > 0 {
+		return usagef("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+	}
+	return nil
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/paysync/paysync/payroll"
+)
+
+// companyFor returns the --company flag, else PAYSYNC_COMPANY_ID, else the
+// account's current company.
+func companyFor(ctx context.Context, cfg *config, cl *payroll.Client) (string, error) {
+	if cfg.CompanyID != "" {
+		return cfg.CompanyID, nil
+	}
+	id, err := cl.CurrentCompany(ctx)
+	if err != nil {
+		return "", fmt.Errorf("find current company (set PAYSYNC_COMPANY_ID to skip): %w", err)
+	}
+	return id, nil
+}
+
+func runMeta(ctx context.Context, args []string, io stdio, env lookupEnv) error {
+	var asJSON, showSchema bool
+	_, cl, err := apiSetup(ctx, "meta", "meta [--json] [--schema]", args, io, env, func(fs *flag.FlagSet) {
+		fs.BoolVar(&asJSON, "json", false, "print JSON")
+		fs.BoolVar(&showSchema, "schema", false, "also print what the schema probe found")
+	})
+	if err != nil {
+		return err
+	}
+	meta, err := cl.PayPartsMeta(ctx)
+	if err != nil {
+		return err
+	}
+	s, err := cl.Schema(ctx)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		out := map[string]any{"pay_parts_meta": meta}
+		if showSchema {
+			out["schema"] = s.Describe()
+		}
+		return writeJSON(io.out, out)
+	}
+	if err := writeMeta(io.out, meta); err != nil {
+		return err
+	}
+	if showSchema {
+		fmt.Fprintf(io.out, "\nschema: %s\n", s.Describe())
+	}
+	return nil
+}
+
+func runCompanies(ctx context.Context, args []string, io stdio, env lookupEnv) error {
+	var asJSON bool
+	_, cl, err := apiSetup(ctx, "companies", "companies [--json]", args, io, env, func(fs *flag.FlagSet) {
+		fs.BoolVar(&asJSON, "json", false, "print JSON")
+	})
+	if err != nil {
+		return err
+	}
+	cs, err := cl.Companies(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(io.out, cs)
+	}
+	t := newTable(io.out, "COMPANY ID", "NAME")
+	for _, c := range cs {
+		t.row(c.ID, c.Name)
+	}
+	return t.flush()
+}
+
+func runEmployees(ctx context.Context, args []string, io stdio, env lookupEnv) error {
+	var asJSON bool
+	var company string
+	cfg, cl, err := apiSetup(ctx, "employees", "employees [--company ID] [--json]", args, io, env, func(fs *flag.FlagSet) {
+		fs.BoolVar(&asJSON, "json", false, "print JSON")
+		fs.StringVar(&company, "company", "", "company id (default PAYSYNC_COMPANY_ID, else the current company)")
+	})
+	if err != nil {
+		return err
+	}
+	if company != "" {
+		cfg.CompanyID = company
+	}
+	id, err := companyFor(ctx, cfg, cl)
+	if err != nil {
+		return err
+	}
+	co, err := cl.Company(ctx, id)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(io.out, co)
+	}
+	fmt.Fprintf(io.out, "%s (%s): %d employees\n\n", co.Name, co.ID, len(co.Employees))
+	return writeEmployees(io.out, co.Employees)
+}
+
+func runPayParts(ctx context.Context, args []string, io stdio, env lookupEnv) error {
+	var asJSON bool
+	var company string
+	cfg, cl, err := apiSetup(ctx, "payparts", "payparts [--company ID] [--json]", args, io, env, func(fs *flag.FlagSet) {
+		fs.BoolVar(&asJSON, "json", false, "print JSON")
+		fs.StringVar(&company, "company", "", "company id (default PAYSYNC_COMPANY_ID, else the current company)")
+	})
+	if err != nil {
+		return err
+	}
+	if company != "" {
+		cfg.CompanyID = company
+	}
+	id, err := companyFor(ctx, cfg, cl)
+	if err != nil {
+		return err
+	}
+	pps, err := cl.PayParts(ctx, id)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return writeJSON(io.out, pps)
+	}
+	return writePayParts(io.out, pps)
+}

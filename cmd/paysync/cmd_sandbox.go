@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/paysync/paysync/payroll/sandbox"
+)
+
+// faultList collects repeated --fault flags.
+type faultList []sandbox.Fault
+
+func (f *faultList) String() string { return fmt.Sprint(len(*f)) }
+func (f *faultList) Set(s string) error {
+	ft, err := sandbox.ParseFault(s)
+	if err != nil {
+		return err
+	}
+	*f = append(*f, ft)
+	return nil
+}
+
+func runSandbox(ctx context.Context, args []string, io stdio, _ lookupEnv) error {
+	var (
+		addr, numbers, allowed string
+		opts                   sandbox.Options
+		faults                 faultList
+	)
+	fs := newFlagSet("sandbox", "sandbox [--addr 127.0.0.1:8765] [--numbers float|int] [--allowed boolean|enum] [--fault SPEC]...", io)
+	fs.StringVar(&addr, "addr", "127.0.0.1:8765", "listen address (keep it on loopback: the sandbox has no real security)")
+	fs.StringVar(&numbers, "numbers", "float", "how units/rate/amount are typed: float, or int (hundredths)")
+	fs.StringVar(&allowed, "allowed", "boolean", "how *_allowed is typed: boolean, or enum (MANDATORY/OPTIONAL/FORBIDDEN)")
+	fs.BoolVar(&opts.Rotate, "rotate", true, "rotate refresh tokens on every refresh (Keycloak 'Revoke Refresh Token')")
+	fs.DurationVar(&opts.AccessTTL, "access-ttl", 5*time.Minute, "access token lifetime")
+	fs.StringVar(&opts.Realm, "realm", "danlon-sandbox", "OAuth2 realm")
+	fs.Var(&faults, "fault", "inject a fault: kind[:op][,times=N][,delay=D][,status=S][,retry_after=D]; kinds: latency, error_before, rate_limit, unauthorized, drop_after_commit, bad_gateway_after_commit, timeout_after_commit (repeatable)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	switch numbers {
+	case "float":
+		opts.Numbers = sandbox.NumbersFloat
+	case "int":
+		opts.Numbers = sandbox.NumbersInt
+	default:
+		return usagef("sandbox: --numbers %q: want float or int", numbers)
+	}
+	switch allowed {
+	case "boolean":
+		opts.Allowed = sandbox.AllowedBoolean
+	case "enum":
+		opts.Allowed = sandbox.AllowedEnum
+	default:
+		return usagef("sandbox: --allowed %q: want boolean or enum", allowed)
+	}
+	if host, _, err := net.SplitHostPort(addr); err != nil {
+		return usagef("sandbox: --addr %q: %v", addr, err)
+	} else if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		fmt.Fprintf(io.err, "paysync: warning: the sandbox listens on %s, beyond loopback; it is a test server with published credentials\n", addr)
+	}
+	opts.Faults = faults
+	sb := sandbox.New(opts)
+	base, err := sb.Start(addr)
+	if err != nil {
+		return fmt.Errorf("sandbox: %w", err)
+	}
+	o := sb.Options()
+	fmt.Fprintf(io.out, "paysync sandbox: payroll API at %s/graphql (numbers %s, allowed %s, rotation %v, access tokens %s)\n",
+		base, numbers, allowed, o.Rotate, o.AccessTTL)
+	if len(faults) > 0 {
+		var ks []string
+		for _, f := range faults {
+			ks = append(ks, string(f.Kind))
+		}
+		fmt.Fprintf(io.out, "faults: %s (change at run time: PUT %s/_sandbox/faults)\n", strings.Join(ks, ", "), base)
+	}
+	fmt.Fprintf(io.out, "\nUse it from another shell (test credentials of this sandbox only):\n\n")
+	fmt.Fprintf(io.out, "  export PAYSYNC_PAYROLL_URL=%s\n", base)
+	fmt.Fprintf(io.out, "  export PAYSYNC_AUTH_URL=%s\n", base)
+	fmt.Fprintf(io.out, "  export PAYSYNC_AUTH_REALM=%s\n", o.Realm)
+	fmt.Fprintf(io.out, "  export PAYSYNC_CLIENT_ID=%s\n", o.ClientID)
+	fmt.Fprintf(io.out, "  export PAYSYNC_CLIENT_SECRET=%s\n", o.ClientSecret)
+	fmt.Fprintf(io.out, "  export PAYSYNC_REFRESH_TOKEN=%s\n", sb.IssueRefreshToken())
+	fmt.Fprintf(io.out, "  export PAYSYNC_TOKEN_FILE=$(mktemp -d)/token.json\n")
+	fmt.Fprintf(io.out, "\nPassword grant user: %s / %s. State: GET %s/_sandbox/state. Ctrl-C stops.\n", o.Username, o.Password, base)
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := sb.Close(sctx); err != nil {
+		return fmt.Errorf("sandbox: close: %w", err)
+	}
+	return nil
+}

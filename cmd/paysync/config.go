@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/paysync/paysync/payroll"
+	"github.com/sethvargo/go-envconfig"
+)
+
+// secret is a configuration value that must never be printed.
+type secret string
+
+func (s *secret) EnvDecode(v string) error { *s = secret(v); return nil }
+func (s secret) String() string {
+	if s == "" {
+		return ""
+	}
+	return "***"
+}
+func (s secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// config is paysync's configuration: defaults, then the environment, then
+// flags. Only this package reads the environment.
+type config struct {
+	PayrollURL   string        `env:"PAYSYNC_PAYROLL_URL"`
+	AuthURL      string        `env:"PAYSYNC_AUTH_URL"`
+	AuthRealm    string        `env:"PAYSYNC_AUTH_REALM, default=danlon"`
+	ClientID     string        `env:"PAYSYNC_CLIENT_ID"`
+	ClientSecret secret        `env:"PAYSYNC_CLIENT_SECRET"`
+	RefreshToken secret        `env:"PAYSYNC_REFRESH_TOKEN"`
+	CompanyID    string        `env:"PAYSYNC_COMPANY_ID"`
+	TokenFile    string        `env:"PAYSYNC_TOKEN_FILE"`
+	HTTPTimeout  time.Duration `env:"PAYSYNC_HTTP_TIMEOUT, default=30s"`
+	CAFile       string        `env:"PAYSYNC_CA_FILE"`
+	SchemaProbe  bool          `env:"PAYSYNC_SCHEMA_PROBE, default=true"`
+	WireNumbers  string        `env:"PAYSYNC_WIRE_NUMBERS, default=auto"`
+	WireIntScale int32         `env:"PAYSYNC_WIRE_INT_SCALE, default=2"`
+	InputType    string        `env:"PAYSYNC_INPUT_TYPE"`
+	IDType       string        `env:"PAYSYNC_ID_TYPE"`
+	LogLevel     string        `env:"PAYSYNC_LOG_LEVEL, default=info"`
+}
+
+// loadConfig reads the environment. Errors name the variable.
+func loadConfig(ctx context.Context, env lookupEnv) (config, error) {
+	var c config
+	err := envconfig.ProcessWith(ctx, &envconfig.Config{Target: &c, Lookuper: lookuper(env)})
+	if err != nil {
+		return c, usagef("config: %s", cleanEnvErr(err))
+	}
+	return c, nil
+}
+
+type lookuper lookupEnv
+
+func (l lookuper) Lookup(key string) (string, bool) { return l(key) }
+
+// cleanEnvErr keeps envconfig's message (it names the variable) on one line.
+func cleanEnvErr(err error) string { return oneLine(err.Error()) }
+
+// apiFlags registers the flags shared by commands that talk to the payroll
+// API. Secrets have no flags: command lines are visible to other users.
+func (c *config) apiFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.PayrollURL, "payroll-url", c.PayrollURL, "payroll API base URL; GraphQL at {url}/graphql (PAYSYNC_PAYROLL_URL)")
+	fs.StringVar(&c.AuthURL, "auth-url", c.AuthURL, "OAuth2 server base URL (PAYSYNC_AUTH_URL; default: the payroll URL)")
+	fs.StringVar(&c.AuthRealm, "realm", c.AuthRealm, "OAuth2 realm (PAYSYNC_AUTH_REALM)")
+	fs.StringVar(&c.ClientID, "client-id", c.ClientID, "OAuth2 client id (PAYSYNC_CLIENT_ID)")
+	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file keeping the rotated refresh token, mode 0600 (PAYSYNC_TOKEN_FILE)")
+	fs.DurationVar(&c.HTTPTimeout, "timeout", c.HTTPTimeout, "timeout of one API request (PAYSYNC_HTTP_TIMEOUT)")
+	fs.StringVar(&c.WireNumbers, "wire-numbers", c.WireNumbers, "units/rate/amount on the wire: auto (introspect), float or int (PAYSYNC_WIRE_NUMBERS)")
+}
+
+// validate checks the settings needed to reach the payroll API.
+func (c *config) validate() error {
+	if c.PayrollURL == "" {
+		return usagef("config: PAYSYNC_PAYROLL_URL is not set (the payroll API base URL; GraphQL is at {url}/graphql; 'paysync sandbox' prints one to try)")
+	}
+	if err := checkURL(c.PayrollURL); err != nil {
+		return usagef("config: PAYSYNC_PAYROLL_URL: %v", err)
+	}
+	if c.AuthURL != "" {
+		if err := checkURL(c.AuthURL); err != nil {
+			return usagef("config: PAYSYNC_AUTH_URL: %v", err)
+		}
+	}
+	if c.AuthRealm == "" || strings.ContainsAny(c.AuthRealm, "/?# ") {
+		return usagef("config: PAYSYNC_AUTH_REALM: %q is not a realm name", c.AuthRealm)
+	}
+	if c.ClientID == "" {
+		return usagef("config: PAYSYNC_CLIENT_ID is not set (the OAuth2 client id of the paysync integration)")
+	}
+	if c.HTTPTimeout <= 0 {
+		return usagef("config: PAYSYNC_HTTP_TIMEOUT: must be positive, got %s", c.HTTPTimeout)
+	}
+	switch c.WireNumbers {
+	case "auto", "float", "int":
+	default:
+		return usagef("config: PAYSYNC_WIRE_NUMBERS: %q is not auto, float or int", c.WireNumbers)
+	}
+	if !c.SchemaProbe && c.WireNumbers == "auto" {
+		return usagef("config: PAYSYNC_SCHEMA_PROBE=false needs PAYSYNC_WIRE_NUMBERS=float or int (without introspection paysync cannot tell)")
+	}
+	if c.WireIntScale < 0 || c.WireIntScale > 6 {
+		return usagef("config: PAYSYNC_WIRE_INT_SCALE: %d is outside 0..6", c.WireIntScale)
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return usagef("config: PAYSYNC_LOG_LEVEL: %v", err)
+	}
+	return nil
+}
+
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an absolute http(s) URL", s)
+	}
+	return nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("%q is not debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+func (c *config) tokenFile() string {
+	if c.TokenFile != "" {
+		return c.TokenFile
+	}
+	return payroll.DefaultTokenPath()
+}
+
+// payrollConfig turns the settings into a payroll client configuration.
+func (c *config) payrollConfig(log *slog.Logger) (payroll.Config, error) {
+	pc := payroll.Config{
+		URL:          c.PayrollURL,
+		AuthURL:      c.AuthURL,
+		Realm:        c.AuthRealm,
+		ClientID:     c.ClientID,
+		ClientSecret: string(c.ClientSecret),
+		RefreshToken: string(c.RefreshToken),
+		Store:        &payroll.FileStore{Path: c.tokenFile()},
+		Timeout:      c.HTTPTimeout,
+		Logger:       log,
+		Schema: payroll.SchemaOverrides{
+			NoProbe:   !c.SchemaProbe,
+			IntScale:  c.WireIntScale,
+			InputType: c.InputType,
+			IDType:    c.IDType,
+		},
+	}
+	if c.WireNumbers != "auto" {
+		k, err := payroll.ParseNumberKind(c.WireNumbers)
+		if err != nil {
+			return pc, usagef("config: PAYSYNC_WIRE_NUMBERS: %v", err)
+		}
+		pc.Schema.Numbers = k
+	}
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
+		if err != nil {
+			return pc, usagef("config: PAYSYNC_CA_FILE: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return pc, usagef("config: PAYSYNC_CA_FILE: %s holds no PEM certificate", c.CAFile)
+		}
+		pc.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return pc, nil
+}
+
+// logger returns a JSON logger on w at the configured level.
+func (c *config) logger(w interface{ Write([]byte) (int, error) }) *slog.Logger {
+	l, _ := parseLevel(c.LogLevel)
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+// apiSetup loads the configuration, parses the command's flags (after
+// registering extra ones via more) and returns a payroll client.
+func apiSetup(ctx context.Context, name, synopsis string, args []string, io stdio, env lookupEnv, more func(fs *flag.FlagSet)) (*config, *payroll.Client, error) {
+	cfg, err := loadConfig(ctx, env)
+	if err != nil {
+		return nil, nil, err
+	}
+	fs := newFlagSet(name, synopsis, io)
+	cfg.apiFlags(fs)
+	if more != nil {
+		more(fs)
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return nil, nil, err
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, nil, err
+	}
+	pc, err := cfg.payrollConfig(cfg.logger(io.err))
+	if err != nil {
+		return nil, nil, err
+	}
+	cl, err := payroll.New(pc)
+	if err != nil {
+		return nil, nil, usagef("config: %v", err)
+	}
+	return &cfg, cl, nil
+}
+
+var errNoCompany = errors.New("no company")

@@ -1,0 +1,274 @@
+package payroll
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/oauth2"
+)
+
+// StoredToken is what a TokenStore keeps: the newest refresh token and the
+// fingerprint of the configured initial token it descends from.
+type StoredToken struct {
+	RefreshToken string    `json:"refresh_token"`
+	Seed         string    `json:"seed"` // Fingerprint of the initial token this one was rotated from
+	UpdatedAt    time.Time `json:"updated_at"`
+}
+
+// TokenStore persists rotated refresh tokens so that a restart never reuses
+// a spent one. Load returns ErrNoStoredToken when nothing is stored.
+type TokenStore interface {
+	Load(ctx context.Context) (StoredToken, error)
+	Save(ctx context.Context, t StoredToken) error
+}
+
+// Locker is implemented by stores that can serialize refreshes across
+// processes (two processes sharing one rotating token must not both spend it).
+type Locker interface {
+	Lock(ctx context.Context) (unlock func(), err error)
+}
+
+// ErrNoStoredToken is returned by TokenStore.Load when nothing is stored.
+var ErrNoStoredToken = errors.New("no stored refresh token")
+
+// storeError marks a failure of the token store (not of the network).
+type storeError struct{ err error }
+
+func (e *storeError) Error() string { return "token store: " + e.err.Error() }
+func (e *storeError) Unwrap() error { return e.err }
+
+// Fingerprint returns a short, non-reversible identifier of a secret, safe to
+// print and log.
+func Fingerprint(secret string) string {
+	if secret == "" {
+		return ""
+	}
+	h := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(h[:8])
+}
+
+// TokenConfig configures a TokenSource.
+type TokenConfig struct {
+	AuthURL      string // Keycloak base URL
+	Realm        string
+	ClientID     string
+	ClientSecret string
+	RefreshToken string     // the configured initial refresh token ("" = use the store's)
+	Store        TokenStore // nil: keep rotated tokens in memory only
+	HTTPClient   *http.Client
+	Now          func() time.Time
+}
+
+// TokenURL returns {auth}/auth/realms/{realm}/protocol/openid-connect/token.
+func TokenURL(authURL, realm string) string {
+	return trimSlash(authURL) + "/auth/realms/" + realm + "/protocol/openid-connect/token"
+}
+
+func trimSlash(s string) string {
+	for len(s) > 0 && s[len(s)-1] == '/' {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// TokenSource hands out access tokens from the refresh_token grant. It
+// refreshes ahead of expiry, serializes refreshes (also across processes
+// when the store is a Locker), and persists a rotated refresh token before
+// the access token that came with it is used.
+type TokenSource struct {
+	conf  *oauth2.Config
+	store TokenStore
+	hc    *http.Client
+	now   func() time.Time
+	seed  string // Fingerprint of the configured initial token
+	init  string // the configured initial token
+
+	mu        sync.Mutex
+	rt        string        // current refresh token ("" until loaded)
+	loaded    bool          // rt was chosen (store or config)
+	unsaved   bool          // rt was rotated but not yet persisted
+	cur       *oauth2.Token // current access token
+	issuedAt  time.Time
+	refreshes atomic.Int64
+}
+
+// NewTokenSource returns a TokenSource; it makes no network call.
+func NewTokenSource(cfg TokenConfig) *TokenSource {
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	return &TokenSource{
+		conf: &oauth2.Config{
+			ClientID:     cfg.ClientID,
+			ClientSecret: cfg.ClientSecret,
+			Endpoint: oauth2.Endpoint{
+				TokenURL:  TokenURL(cfg.AuthURL, cfg.Realm),
+				AuthStyle: oauth2.AuthStyleInParams,
+			},
+		},
+		store: cfg.Store,
+		hc:    hc,
+		now:   now,
+		seed:  Fingerprint(cfg.RefreshToken),
+		init:  cfg.RefreshToken,
+	}
+}
+
+// Refreshes returns how many refresh_token grants succeeded.
+func (s *TokenSource) Refreshes() int64 { return s.refreshes.Load() }
+
+// Current returns the cached access token's expiry without refreshing.
+func (s *TokenSource) Current() (expiry time.Time, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		return time.Time{}, false
+	}
+	return s.cur.Expiry, true
+}
+
+// Token returns a valid access token, refreshing when it is missing or
+// close to expiry.
+func (s *TokenSource) Token(ctx context.Context) (*oauth2.Token, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur != nil && s.now().Before(s.cur.Expiry.Add(-s.margin())) {
+		return s.cur, nil
+	}
+	return s.refreshLocked(ctx)
+}
+
+// Invalidate drops the cached access token if it is still accessToken, so
+// the next Token call refreshes (after a 401).
+func (s *TokenSource) Invalidate(accessToken string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur != nil && s.cur.AccessToken == accessToken {
+		s.cur = nil
+	}
+}
+
+// margin is how long before expiry a token is refreshed: a quarter of its
+// lifetime, at most a minute (a 5-minute token is refreshed after 4).
+func (s *TokenSource) margin() time.Duration {
+	life := s.cur.Expiry.Sub(s.issuedAt)
+	m := life / 4
+	if m > time.Minute {
+		m = time.Minute
+	}
+	return m
+}
+
+// chooseLocked picks the refresh token to spend: the stored one when it
+// descends from the configured initial token (or none is configured),
+// otherwise the configured one (an operator re-connected).
+func (s *TokenSource) chooseLocked(ctx context.Context) error {
+	if s.store == nil {
+		if !s.loaded {
+			s.rt, s.loaded = s.init, true
+		}
+		return nil
+	}
+	st, err := s.store.Load(ctx)
+	switch {
+	case errors.Is(err, ErrNoStoredToken):
+		if s.unsaved { // keep the rotated one we could not save yet
+			return nil
+		}
+		s.rt = s.init
+	case err != nil:
+		return &storeError{err}
+	case s.unsaved:
+		// Our in-memory rotated token is newer than anything stored.
+	case s.init == "" || st.Seed == s.seed:
+		s.rt = st.RefreshToken
+	default:
+		s.rt = s.init
+	}
+	s.loaded = true
+	return nil
+}
+
+func (s *TokenSource) refreshLocked(ctx context.Context) (*oauth2.Token, error) {
+	if l, ok := s.store.(Locker); ok {
+		unlock, err := l.Lock(ctx)
+		if err != nil {
+			return nil, &storeError{fmt.Errorf("lock: %w", err)}
+		}
+		defer unlock()
+	}
+	if err := s.chooseLocked(ctx); err != nil {
+		return nil, err
+	}
+	if s.unsaved {
+		if err := s.saveLocked(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if s.rt == "" {
+		return nil, &storeError{errors.New("no refresh token: set PAYSYNC_REFRESH_TOKEN (or run `paysync auth password --save` against a sandbox)")}
+	}
+	// A refresh in flight must not be abandoned when the caller gives up:
+	// with rotation the server may already have spent the old token.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	rctx = context.WithValue(rctx, oauth2.HTTPClient, s.hc)
+	issued := s.now()
+	tok, err := s.conf.TokenSource(rctx, &oauth2.Token{RefreshToken: s.rt}).Token()
+	if err != nil {
+		return nil, err
+	}
+	s.refreshes.Add(1)
+	if tok.RefreshToken != "" && tok.RefreshToken != s.rt {
+		s.rt = tok.RefreshToken
+		s.unsaved = true
+		if err := s.saveLocked(rctx); err != nil {
+			return nil, err // never use a token whose successor is not stored
+		}
+	}
+	s.cur, s.issuedAt = tok, issued
+	return tok, nil
+}
+
+func (s *TokenSource) saveLocked(ctx context.Context) error {
+	if s.store == nil {
+		s.unsaved = false
+		return nil
+	}
+	if err := s.store.Save(ctx, StoredToken{RefreshToken: s.rt, Seed: s.seed, UpdatedAt: s.now().UTC()}); err != nil {
+		return &storeError{fmt.Errorf("persist rotated refresh token: %w", err)}
+	}
+	s.unsaved = false
+	return nil
+}
+
+// PasswordGrant obtains tokens with the resource-owner password grant.
+// TEST ONLY: it exists for sandboxes and demo accounts; production access
+// uses the refresh token from the connect flow, and an integration never
+// asks a user for payroll credentials.
+func PasswordGrant(ctx context.Context, cfg TokenConfig, username, password string) (*oauth2.Token, error) {
+	ts := NewTokenSource(cfg)
+	hc := ts.hc
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, hc)
+	tok, err := ts.conf.PasswordCredentialsToken(ctx, username, password)
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) && re.ErrorCode != "" {
+		return nil, fmt.Errorf("password grant: %s: %s", re.ErrorCode, re.ErrorDescription)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("password grant: %w", err)
+	}
+	return tok, nil
+}
