@@ -289,7 +289,9 @@ func samePayParts(a, b []paysync.PayPart) bool {
 	if len(a) != len(b) {
 		return false
 	}
-	key := func(p paysync.PayPart) string { return p.ID + "|" + p.EmployeeID + "|" + p.Code + "|" + p.Numbers.String() }
+	key := func(p paysync.PayPart) string {
+		return p.ID + "|" + p.EmployeeID + "|" + p.Code + "|" + p.Numbers.String()
+	}
 	ka, kb := make([]string, len(a)), make([]string, len(b))
 	for i := range a {
 		ka[i], kb[i] = key(a[i]), key(b[i])

@@ -221,7 +221,7 @@ type introType struct {
 
 type introspection struct {
 	Schema struct {
-		QueryType    struct{ Name string } `json:"queryType"`
+		QueryType    struct{ Name string }  `json:"queryType"`
 		MutationType *struct{ Name string } `json:"mutationType"`
 		Types        []introType            `json:"types"`
 	} `json:"__schema"`

@@ -104,7 +104,7 @@ func TestTokenSource_NewInitialTokenStartsOver(t *testing.T) {
 	if err := run(e.sb.IssueRefreshToken()); err != nil {
 		t.Fatal(err)
 	}
-	e.sb.RevokeAll() // the user disconnected ...
+	e.sb.RevokeAll()                                      // the user disconnected ...
 	if err := run(e.sb.IssueRefreshToken()); err != nil { // ... and connected again
 		t.Fatalf("with a new initial token: %v", err)
 	}
