@@ -308,7 +308,7 @@ func checkGolden(t *testing.T, variant string, rec *recorder) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	dir := filepath.Join("testdata", "golden", variant)
-	ops := []string{"PaysyncSchemaProbe", "PayPartsMeta", "CurrentCompany", "Companies", "CompanyEmployees",
+	ops := []string{"SchemaProbe", "PayPartsMeta", "CurrentCompany", "Companies", "CompanyEmployees",
 		"CreatePayParts", "PayParts", "CompanyPayParts", "EmployeePayParts", "DeletePayParts"}
 	for _, op := range ops {
 		body, ok := rec.bodies[op]

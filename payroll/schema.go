@@ -151,7 +151,7 @@ func (s Schema) Describe() string {
 	return fmt.Sprintf("%s (from %s); *_allowed %s; pay_parts: %s", strings.Join(nums, " "), s.Source, allowed, s.PayPartsInputType)
 }
 
-const probeQuery = `query PaysyncSchemaProbe {
+const probeQuery = `query SchemaProbe {
   __schema {
     queryType { name }
     mutationType { name }
@@ -417,7 +417,7 @@ func numberEncoding(t *typeRef) (Encoding, error) {
 
 // probe introspects the server.
 func (c *Client) probe(ctx context.Context) (Schema, error) {
-	data, err := c.exec(ctx, "PaysyncSchemaProbe", probeQuery, nil)
+	data, err := c.exec(ctx, "SchemaProbe", probeQuery, nil)
 	if err != nil {
 		var pe *Error
 		if asError(err, &pe) && pe.Class == NotApplied && strings.Contains(strings.ToLower(pe.Reason), "introspection") {
@@ -427,7 +427,7 @@ func (c *Client) probe(ctx context.Context) (Schema, error) {
 	}
 	s, err := parseIntrospection(data)
 	if err != nil {
-		return Schema{}, &Error{Op: "PaysyncSchemaProbe", Class: Rejected, Index: -1, Reason: "unexpected schema: " + err.Error(), Err: err}
+		return Schema{}, &Error{Op: "SchemaProbe", Class: Rejected, Index: -1, Reason: "unexpected schema: " + err.Error(), Err: err}
 	}
 	return s, nil
 }

@@ -99,7 +99,7 @@ func runAuthStatus(ctx context.Context, args []string, io stdio, env lookupEnv) 
 	if asJSON {
 		return writeJSON(io.out, st)
 	}
-	t := newTable(io.out, "", "")
+	t := newKV(io.out)
 	t.row("connection", "OK ✓")
 	t.row("graphql", st.GraphQLURL)
 	t.row("token endpoint", st.TokenURL)

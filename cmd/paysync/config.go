@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
@@ -64,8 +65,20 @@ type lookuper lookupEnv
 
 func (l lookuper) Lookup(key string) (string, bool) { return l(key) }
 
-// cleanEnvErr keeps envconfig's message (it names the variable) on one line.
-func cleanEnvErr(err error) string { return oneLine(err.Error()) }
+// cleanEnvErr puts envconfig's message on one line, naming the environment
+// variable instead of the Go field.
+func cleanEnvErr(err error) string {
+	msg := oneLine(err.Error())
+	t := reflect.TypeOf(config{})
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+		if name != "" && strings.HasPrefix(msg, f.Name+":") {
+			return name + msg[len(f.Name):]
+		}
+	}
+	return msg
+}
 
 // apiFlags registers the flags shared by commands that talk to the payroll
 // API. Secrets have no flags: command lines are visible to other users.

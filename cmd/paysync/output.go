@@ -30,6 +30,11 @@ func newTable(w io.Writer, headers ...string) *table {
 	return t
 }
 
+// newKV returns a table of label/value rows without a header.
+func newKV(w io.Writer) *table {
+	return &table{tw: tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)}
+}
+
 func (t *table) row(cells ...string) { fmt.Fprintln(t.tw, strings.Join(cells, "\t")) }
 
 func (t *table) flush() error { return t.tw.Flush() }

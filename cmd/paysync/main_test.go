@@ -1,0 +1,246 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paysync/paysync/payroll/sandbox"
+)
+
+// binary is paysync built once for the tests that run real processes.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "paysync-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "paysync")
+	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build paysync: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// runBinary runs the built paysync with exactly env (plus HOME and PATH).
+func runBinary(t *testing.T, env map[string]string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run paysync %v: %v", args, err)
+	}
+	return result{code, stdout.String(), stderr.String()}
+}
+
+type sandboxEnv struct {
+	sb  *sandbox.Server
+	env map[string]string
+}
+
+func startSandbox(t *testing.T, opts sandbox.Options) sandboxEnv {
+	t.Helper()
+	sb := sandbox.New(opts)
+	base, err := sb.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sb.Close(context.Background()) })
+	o := sb.Options()
+	return sandboxEnv{sb: sb, env: map[string]string{
+		"PAYSYNC_PAYROLL_URL":   base,
+		"PAYSYNC_AUTH_URL":      base,
+		"PAYSYNC_AUTH_REALM":    o.Realm,
+		"PAYSYNC_CLIENT_ID":     o.ClientID,
+		"PAYSYNC_CLIENT_SECRET": o.ClientSecret,
+		"PAYSYNC_REFRESH_TOKEN": sb.IssueRefreshToken(),
+		"PAYSYNC_TOKEN_FILE":    filepath.Join(t.TempDir(), "token.json"),
+	}}
+}
+
+func with(env map[string]string, kv ...string) map[string]string {
+	out := map[string]string{}
+	for k, v := range env {
+		out[k] = v
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out[kv[i]] = kv[i+1]
+	}
+	return out
+}
+
+// assertClean checks that output has no stack trace and no secret.
+func assertClean(t *testing.T, r result, secrets ...string) {
+	t.Helper()
+	all := r.stdout + r.stderr
+	for _, bad := range []string{"goroutine ", "panic:", ".go:"} {
+		if strings.Contains(all, bad) {
+			t.Errorf("output contains %q:\n%s", bad, all)
+		}
+	}
+	for _, s := range secrets {
+		if s != "" && strings.Contains(all, s) {
+			t.Errorf("output leaks a secret (%.6s…):\n%s", s, all)
+		}
+	}
+}
+
+func TestCLI_MetaTwiceWithRotation(t *testing.T) {
+	s := startSandbox(t, sandbox.Options{Rotate: true})
+	for i := 1; i <= 2; i++ {
+		r := runBinary(t, s.env, "meta")
+		if r.code != 0 {
+			t.Fatalf("run %d: exit %d\n%s%s", i, r.code, r.stdout, r.stderr)
+		}
+		if !strings.Contains(r.stdout, "T1") || !strings.Contains(r.stdout, "Timeløn") {
+			t.Fatalf("run %d: no meta table:\n%s", i, r.stdout)
+		}
+		assertClean(t, r, s.env["PAYSYNC_CLIENT_SECRET"], s.env["PAYSYNC_REFRESH_TOKEN"])
+	}
+	if g := s.sb.State().Counters.TokenGrants["refresh_token"]; g != 2 {
+		t.Errorf("refresh grants = %d, want 2 (one per process)", g)
+	}
+}
+
+func TestCLI_Revoked(t *testing.T) {
+	s := startSandbox(t, sandbox.Options{Rotate: true})
+	s.sb.RevokeAll()
+	r := runBinary(t, s.env, "employees")
+	if r.code != 1 {
+		t.Fatalf("exit %d, want 1\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{"connection revoked: re-connect the payroll account", "PAYSYNC_REFRESH_TOKEN"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	assertClean(t, r, s.env["PAYSYNC_CLIENT_SECRET"], s.env["PAYSYNC_REFRESH_TOKEN"])
+}
+
+func TestCLI_BadInput(t *testing.T) {
+	s := startSandbox(t, sandbox.Options{})
+	tests := []struct {
+		name     string
+		env      map[string]string
+		args     []string
+		wantCode int
+		wantMsg  string
+	}{
+		{"malformed url", with(s.env, "PAYSYNC_PAYROLL_URL", "not a url"), []string{"meta"}, 2, "PAYSYNC_PAYROLL_URL"},
+		{"missing url", with(s.env, "PAYSYNC_PAYROLL_URL", ""), []string{"meta"}, 2, "PAYSYNC_PAYROLL_URL is not set"},
+		{"bad duration", with(s.env, "PAYSYNC_HTTP_TIMEOUT", "soon"), []string{"meta"}, 2, "PAYSYNC_HTTP_TIMEOUT"},
+		{"unreachable url", with(s.env, "PAYSYNC_PAYROLL_URL", "http://127.0.0.1:1", "PAYSYNC_AUTH_URL", "http://127.0.0.1:1"), []string{"meta"}, 1, "127.0.0.1:1"},
+		{"unknown company", s.env, []string{"employees", "--company", sandbox.CompanyHavblik}, 1, "company " + sandbox.CompanyHavblik + " not found"},
+		{"unknown flag", s.env, []string{"meta", "--nope"}, 2, "nope"},
+		{"unknown command", s.env, []string{"frobnicate"}, 2, "unknown command"},
+		{"no command", s.env, nil, 2, "Usage"},
+		{"bad wire numbers", with(s.env, "PAYSYNC_WIRE_NUMBERS", "double"), []string{"meta"}, 2, "PAYSYNC_WIRE_NUMBERS"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runBinary(t, tt.env, tt.args...)
+			if r.code != tt.wantCode {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", r.code, tt.wantCode, r.stdout, r.stderr)
+			}
+			if !strings.Contains(r.stderr, tt.wantMsg) {
+				t.Errorf("stderr lacks %q:\n%s", tt.wantMsg, r.stderr)
+			}
+			if tt.wantCode == 1 && strings.Count(strings.TrimSpace(r.stderr), "\n") > 0 {
+				t.Errorf("want one line, got:\n%s", r.stderr)
+			}
+			assertClean(t, r, s.env["PAYSYNC_CLIENT_SECRET"], s.env["PAYSYNC_REFRESH_TOKEN"])
+		})
+	}
+}
+
+func TestCLI_Commands(t *testing.T) {
+	s := startSandbox(t, sandbox.Options{Rotate: true, Numbers: sandbox.NumbersInt, Allowed: sandbox.AllowedEnum})
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"meta", "--schema"}, []string{"mandatory", "forbidden", "Int"}},
+		{[]string{"meta", "--json"}, []string{`"code": "T1"`, `"units": "MANDATORY"`}},
+		{[]string{"companies"}, []string{"Nordlys ApS", "Fjordtech A/S"}},
+		{[]string{"employees"}, []string{"Mette Hansen", "MV8xXzE="}},
+		{[]string{"employees", "--company", sandbox.CompanyFjordtech, "--json"}, []string{`"name": "Peter Madsen"`}},
+		{[]string{"payparts"}, []string{"(no pay parts)"}},
+		{[]string{"auth", "status"}, []string{"OK", "rotated by this refresh", sandbox.CompanyNordlys}},
+		{[]string{"version"}, []string{"paysync "}},
+		{[]string{"meta", "--help"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			r := runBinary(t, s.env, tt.args...)
+			if r.code != 0 {
+				t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(r.stdout, w) {
+					t.Errorf("stdout lacks %q:\n%s", w, r.stdout)
+				}
+			}
+			assertClean(t, r, s.env["PAYSYNC_CLIENT_SECRET"], s.env["PAYSYNC_REFRESH_TOKEN"])
+		})
+	}
+}
+
+func TestCLI_AuthPassword(t *testing.T) {
+	s := startSandbox(t, sandbox.Options{Rotate: true})
+	env := with(s.env, "PAYSYNC_REFRESH_TOKEN", "", "PAYSYNC_PASSWORD", "demo")
+	r := runBinary(t, env, "auth", "password", "--username", "demo", "--save")
+	if r.code != 0 || !strings.Contains(r.stderr, "TEST-ONLY") || !strings.Contains(r.stdout, "saved") {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// The saved token works without PAYSYNC_REFRESH_TOKEN.
+	if r := runBinary(t, env, "employees"); r.code != 0 {
+		t.Fatalf("employees with the saved token: exit %d\n%s", r.code, r.stderr)
+	}
+	bad := with(env, "PAYSYNC_PASSWORD", "wrong")
+	if r := runBinary(t, bad, "auth", "password", "--username", "demo"); r.code != 1 || !strings.Contains(r.stderr, "invalid_grant") {
+		t.Fatalf("wrong password: exit %d\n%s", r.code, r.stderr)
+	}
+	assertClean(t, r, "demo\n")
+}
+
+func TestCLI_Demo(t *testing.T) {
+	start := time.Now()
+	r := runBinary(t, nil, "demo")
+	if r.code != 0 {
+		t.Fatalf("demo: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, w := range []string{"created pay part", "Mette Hansen", "(no pay parts)", "done in"} {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("demo output lacks %q", w)
+		}
+	}
+	t.Logf("demo took %s", time.Since(start))
+}
