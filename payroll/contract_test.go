@@ -39,8 +39,9 @@ var variants = []variant{
 
 // recorder keeps the bodies of GraphQL requests that reach the sandbox.
 type recorder struct {
-	mu     sync.Mutex
-	bodies map[string][]byte // by operationName, the last one
+	mu      sync.Mutex
+	bodies  map[string][]byte // by operationName, the last one
+	headers http.Header       // of the last GraphQL request
 }
 
 func (r *recorder) wrap(h http.Handler) http.Handler {
@@ -54,6 +55,7 @@ func (r *recorder) wrap(h http.Handler) http.Handler {
 			_ = json.Unmarshal(b, &p)
 			r.mu.Lock()
 			r.bodies[p.OperationName] = b
+			r.headers = req.Header.Clone()
 			r.mu.Unlock()
 		}
 		h.ServeHTTP(w, req)
@@ -264,6 +266,14 @@ func TestContract(t *testing.T) {
 			}
 
 			checkGolden(t, v.name, e.rec)
+			e.rec.mu.Lock()
+			h := e.rec.headers
+			e.rec.mu.Unlock()
+			if !strings.HasPrefix(h.Get("User-Agent"), "paysync/") || !strings.Contains(h.Get("Accept-Encoding"), "gzip") ||
+				h.Get("Accept") != "application/json" || h.Get("Content-Type") != "application/json" {
+				t.Errorf("request headers: User-Agent %q, Accept-Encoding %q, Accept %q, Content-Type %q",
+					h.Get("User-Agent"), h.Get("Accept-Encoding"), h.Get("Accept"), h.Get("Content-Type"))
+			}
 		})
 	}
 }
@@ -337,5 +347,46 @@ func checkGolden(t *testing.T, variant string, rec *recorder) {
 		if !bytes.Equal(pretty.Bytes(), want) {
 			t.Errorf("%s request differs from %s:\n got: %s\nwant: %s", op, path, pretty.Bytes(), want)
 		}
+	}
+}
+
+// TestContract_OverridesWithoutIntrospection uses explicit schema settings
+// and never sends an introspection query.
+func TestContract_OverridesWithoutIntrospection(t *testing.T) {
+	e := startSandbox(t, sandbox.Options{Numbers: sandbox.NumbersInt, Allowed: sandbox.AllowedEnum, InputTypeName: "NewPayPart"})
+	cfg := e.config(t)
+	cfg.Schema = payroll.SchemaOverrides{NoProbe: true, Numbers: payroll.Int, InputType: "NewPayPart"}
+	c, err := payroll.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	created, err := c.CreatePayParts(ctx, sandbox.CompanyNordlys, []paysync.PayPartInput{item(sandbox.EmpMetteHansen, "T2", "2.25", "310.40", "")})
+	if err != nil {
+		t.Fatalf("CreatePayParts with overrides: %v", err)
+	}
+	got := stateParts(e.sb.State(), sandbox.CompanyNordlys)
+	if len(got) != 1 || got[0].ID != created[0].ID || got[0].Units.Decimal.String() != "2.25" || got[0].Rate.Decimal.String() != "310.4" {
+		t.Fatalf("sandbox holds %+v", got)
+	}
+	if n := e.sb.State().Counters.Requests["__schema"]; n != 0 {
+		t.Errorf("%d introspection requests with the probe off", n)
+	}
+}
+
+// TestContract_ProbeFindsInputTypeName: the variable type comes from the
+// server, not from a guess.
+func TestContract_ProbeFindsInputTypeName(t *testing.T) {
+	e := startSandbox(t, sandbox.Options{InputTypeName: "CreatePayPartInput"})
+	c := e.client(t)
+	s, err := c.Schema(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.InputTypeName != "CreatePayPartInput" || s.PayPartsInputType != "[CreatePayPartInput]" {
+		t.Fatalf("probe found %q / %q", s.InputTypeName, s.PayPartsInputType)
+	}
+	if _, err := c.CreatePayParts(ctxT(t), sandbox.CompanyNordlys, []paysync.PayPartInput{item(sandbox.EmpMetteHansen, "T1", "1", "", "")}); err != nil {
+		t.Fatal(err)
 	}
 }

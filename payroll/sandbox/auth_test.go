@@ -180,11 +180,9 @@ func TestServer_BearerCheck(t *testing.T) {
 	if m["expires_in"] != 1.0 {
 		t.Errorf("expires_in for a 50ms TTL = %v, want 1 (rounded up)", m["expires_in"])
 	}
-	valid := m["access_token"].(string)
-	expired := e.accessToken()
+	expired := m["access_token"].(string)
 	clk.Add(50 * time.Millisecond)
 	fresh := e.accessToken()
-	_ = valid
 
 	tests := []struct {
 		name   string

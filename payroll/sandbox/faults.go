@@ -296,7 +296,11 @@ func (s *Server) respondAfter(w http.ResponseWriter, r *http.Request, f Fault) (
 		if d <= 0 {
 			d = defaultTimeoutDelay
 		}
-		return s.wait(r, d)
+		if !s.wait(r, d) {
+			dropConnection(w) // the client left or the server is closing
+			return false
+		}
+		return true
 	}
 }
 

@@ -58,6 +58,7 @@ func (s *Server) handleGraphQL(w http.ResponseWriter, r *http.Request) {
 	op := rootField(req.Query, req.OperationName)
 	plan := s.takeFaults(op)
 	if plan.delay > 0 && !s.wait(r, plan.delay) {
+		dropConnection(w) // the client left or the server is closing
 		return
 	}
 	if plan.respond != nil && !plan.respond.Kind.afterCommit() {

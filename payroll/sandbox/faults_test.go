@@ -1,0 +1,237 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestServer_Faults(t *testing.T) {
+	createVars := map[string]any{"c": CompanyNordlys, "pp": []any{t1(8)}}
+	tests := []struct {
+		name        string
+		fault       string
+		timeout     time.Duration // client timeout; 0 = default
+		wantErr     bool          // transport error instead of a response
+		wantStatus  int
+		wantHeader  [2]string
+		wantBody    string
+		wantCreated bool
+	}{
+		{name: "drop after commit", fault: "drop_after_commit:create_pay_parts,times=1", wantErr: true, wantCreated: true},
+		{name: "bad gateway after commit", fault: "bad_gateway_after_commit:create_pay_parts,times=1", wantStatus: 502,
+			wantHeader: [2]string{"Content-Type", "text/html"}, wantBody: "<h1>502 Bad Gateway</h1>", wantCreated: true},
+		{name: "timeout after commit", fault: "timeout_after_commit:create_pay_parts,times=1,delay=10s", timeout: 300 * time.Millisecond, wantErr: true, wantCreated: true},
+		{name: "timeout shorter than client", fault: "timeout_after_commit,times=1,delay=50ms", wantStatus: 200, wantBody: `"create_pay_parts"`, wantCreated: true},
+		{name: "rate limit", fault: "rate_limit:create_pay_parts,times=1,retry_after=2s", wantStatus: 429, wantHeader: [2]string{"Retry-After", "2"}},
+		{name: "rate limit default retry", fault: "rate_limit,times=1", wantStatus: 429, wantHeader: [2]string{"Retry-After", "1"}},
+		{name: "rate limit rounds up", fault: "rate_limit,times=1,retry_after=1500ms", wantStatus: 429, wantHeader: [2]string{"Retry-After", "2"}},
+		{name: "error before", fault: "error_before:create_pay_parts,times=1", wantStatus: 503, wantBody: "503"},
+		{name: "error before with status", fault: "error_before,times=1,status=500", wantStatus: 500},
+		{name: "unauthorized", fault: "unauthorized,times=1", wantStatus: 401, wantHeader: [2]string{"WWW-Authenticate", `Bearer error="invalid_token"`}, wantBody: "invalid_token"},
+		{name: "latency", fault: "latency:create_pay_parts,times=1,delay=50ms", wantStatus: 200, wantCreated: true},
+		{name: "other op does not match", fault: "error_before:delete_pay_parts", wantStatus: 200, wantCreated: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f, err := ParseFault(tt.fault)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e := newEnv(t, Options{Faults: []Fault{f}})
+			tok := e.accessToken()
+			if tt.timeout > 0 {
+				e.hc.Timeout = tt.timeout
+			}
+			start := time.Now()
+			resp, body, err := e.post(tok, map[string]any{"query": createMutation, "variables": createVars}, nil)
+			if tt.wantErr {
+				if err == nil {
+					t.Fatalf("got a response %d %s, want a transport error", resp.StatusCode, body)
+				}
+				t.Logf("client error: %v", err)
+			} else {
+				if err != nil {
+					t.Fatalf("transport error: %v", err)
+				}
+				if resp.StatusCode != tt.wantStatus {
+					t.Fatalf("status = %d, want %d: %s", resp.StatusCode, tt.wantStatus, body)
+				}
+				if k := tt.wantHeader[0]; k != "" && resp.Header.Get(k) != tt.wantHeader[1] {
+					t.Errorf("%s = %q, want %q", k, resp.Header.Get(k), tt.wantHeader[1])
+				}
+				if !strings.Contains(string(body), tt.wantBody) {
+					t.Errorf("body = %s, want it to contain %s", body, tt.wantBody)
+				}
+			}
+			if f.Kind == FaultLatency || f.Kind == FaultTimeoutAfterCommit && !tt.wantErr {
+				if el := time.Since(start); el < f.Delay {
+					t.Errorf("answered after %v, want at least %v", el, f.Delay)
+				}
+			}
+			st := e.s.State()
+			created := len(st.Companies[0].PayParts) == 1
+			if created != tt.wantCreated {
+				t.Fatalf("pay part created = %v, want %v", created, tt.wantCreated)
+			}
+			if executed := st.Counters.Requests["create_pay_parts"] == 1; executed != tt.wantCreated {
+				t.Errorf("Requests = %v, want executed = %v", st.Counters.Requests, tt.wantCreated)
+			}
+			fired := st.Counters.Faults[f.Kind]
+			if want := map[bool]int{true: 0, false: 1}[f.Op == "delete_pay_parts"]; fired != want {
+				t.Errorf("Faults[%s] = %d, want %d", f.Kind, fired, want)
+			}
+			if f.Times == 1 {
+				// Disarmed: the next request is served normally.
+				if len(e.s.Faults()) != 0 {
+					t.Errorf("faults left armed: %v", e.s.Faults())
+				}
+				e.hc.Timeout = 10 * time.Second
+				if r := e.gql(tok, `{ current_company { id } }`, nil); len(r.Errors) > 0 {
+					t.Errorf("after disarm: %+v", r.Errors)
+				}
+			}
+		})
+	}
+}
+
+func TestServer_FaultMatching(t *testing.T) {
+	e := newEnv(t, Options{})
+	tok := e.accessToken()
+	status := func(query, opName string) int {
+		t.Helper()
+		resp, _, err := e.post(tok, map[string]any{"query": query, "operationName": opName}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode
+	}
+	e.s.SetFaults(Fault{Kind: FaultErrorBefore, Op: "pay_parts_meta", Times: 2})
+	steps := []struct {
+		query, opName string
+		want          int
+	}{
+		{`{ companies { id } }`, "", 200},
+		{`query M { m: pay_parts_meta { code } }`, "", 503},                            // alias seen through
+		{`query A { companies { id } } query B { pay_parts_meta { code } }`, "A", 200}, // operationName chooses
+		{`query A { companies { id } } query B { pay_parts_meta { code } }`, "B", 503}, // second and last time
+		{`{ pay_parts_meta { code } }`, "", 200},                                       // disarmed
+		{`query { ...F } fragment F on Query { pay_parts_meta { code } }`, "", 200},    // still disarmed
+	}
+	for i, s := range steps {
+		if got := status(s.query, s.opName); got != s.want {
+			t.Fatalf("step %d (%s): status %d, want %d", i, s.query, got, s.want)
+		}
+	}
+	if got := e.s.State().Counters.Faults[FaultErrorBefore]; got != 2 {
+		t.Errorf("fired %d times, want 2", got)
+	}
+
+	// Times=0 fires on every matching request; SetFaults() clears.
+	e.s.SetFaults(Fault{Kind: FaultRateLimit})
+	for range 3 {
+		if got := status(`{ companies { id } }`, ""); got != 429 {
+			t.Fatalf("status %d, want 429", got)
+		}
+	}
+	e.s.SetFaults()
+	if got := status(`{ companies { id } }`, ""); got != 200 {
+		t.Fatalf("after clearing: %d", got)
+	}
+}
+
+func TestServer_FaultWaitsEndOnClose(t *testing.T) {
+	s := New(Options{Faults: []Fault{{Kind: FaultTimeoutAfterCommit, Delay: time.Minute}}})
+	base, err := s.Start("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &testEnv{t: t, s: s, base: base, hc: &http.Client{Timeout: 10 * time.Second}}
+	tok := e.accessToken()
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := e.post(tok, map[string]any{"query": `{ companies { id } }`}, nil)
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // let the request reach the wait
+	ctx, cancel := contextWithTimeout(2 * time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := s.Close(ctx); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Errorf("close took %v", el)
+	}
+	if err := <-done; err == nil {
+		t.Error("request got a response; want the connection dropped by Close")
+	}
+}
+
+func TestParseFault(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    Fault
+		wantErr string
+	}{
+		{in: "drop_after_commit:create_pay_parts,times=1", want: Fault{Kind: FaultDropAfterCommit, Op: "create_pay_parts", Times: 1}},
+		{in: "latency,delay=300ms", want: Fault{Kind: FaultLatency, Delay: 300 * time.Millisecond}},
+		{in: "error_before:companies,status=500,times=2", want: Fault{Kind: FaultErrorBefore, Op: "companies", Status: 500, Times: 2}},
+		{in: "rate_limit,retry_after=2s", want: Fault{Kind: FaultRateLimit, RetryAfter: 2 * time.Second}},
+		{in: "timeout_after_commit:__schema,delay=1m", want: Fault{Kind: FaultTimeoutAfterCommit, Op: "__schema", Delay: time.Minute}},
+		{in: "explode", wantErr: "unknown fault kind"},
+		{in: "latency:create_pay_part", wantErr: "unknown op"},
+		{in: "latency,delay=soon", wantErr: "delay"},
+		{in: "latency,speed=1", wantErr: "unknown key"},
+		{in: "latency,times", wantErr: "not key=value"},
+		{in: "error_before,status=42", wantErr: "not an HTTP status"},
+		{in: "error_before,times=-1", wantErr: "negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseFault(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("ParseFault = %+v, %v; want %+v", got, err, tt.want)
+			}
+			again, err := ParseFault(got.String())
+			if err != nil || again != got {
+				t.Errorf("String round trip: %q -> %+v, %v", got.String(), again, err)
+			}
+			b, err := json.Marshal(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var back Fault
+			if err := json.Unmarshal(b, &back); err != nil || back != got {
+				t.Errorf("JSON round trip: %s -> %+v, %v", b, back, err)
+			}
+		})
+	}
+}
+
+func TestFault_JSON(t *testing.T) {
+	b, _ := json.Marshal([]Fault{{Kind: FaultLatency, Delay: 300 * time.Millisecond}})
+	if want := `[{"kind":"latency","delay":"300ms"}]`; string(b) != want {
+		t.Errorf("marshal = %s, want %s", b, want)
+	}
+	var fs []Fault
+	if err := json.Unmarshal([]byte(`[{"kind":"rate_limit","retry_after":2000000000},{"kind":"latency","delay":"1s"}]`), &fs); err != nil {
+		t.Fatal(err)
+	}
+	want := []Fault{{Kind: FaultRateLimit, RetryAfter: 2 * time.Second}, {Kind: FaultLatency, Delay: time.Second}}
+	if !reflect.DeepEqual(fs, want) {
+		t.Errorf("unmarshal = %+v", fs)
+	}
+	if err := json.Unmarshal([]byte(`{"kind":"latency","dealy":"1s"}`), &Fault{}); err == nil {
+		t.Error("unknown field accepted")
+	}
+}
