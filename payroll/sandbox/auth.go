@@ -75,35 +75,35 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// newSession starts a session for user and returns its refresh token.
-func (a *authority) newSession(user string) *session {
+// newSession starts a session for user and returns a copy of it.
+func (a *authority) newSession(user string) session {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := &session{id: randomToken()[:22], user: user, refresh: randomToken()}
 	a.sessions[s.refresh] = s
-	return s
+	return *s
 }
 
 // refresh finds the session of a refresh token, rotating the token when
-// the options say so.
-func (a *authority) refresh(token string) (*session, bool) {
+// the options say so, and returns a copy of it.
+func (a *authority) refresh(token string) (session, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s, ok := a.sessions[token]
 	if !ok {
-		return nil, false
+		return session{}, false
 	}
 	if a.opts.Rotate {
 		delete(a.sessions, token)
 		s.refresh = randomToken()
 		a.sessions[s.refresh] = s
 	}
-	return s, true
+	return *s, true
 }
 
 // issueAccess returns a new access token for the session. Its exact
 // expiry is kept here; the response rounds it up to whole seconds.
-func (a *authority) issueAccess(s *session) string {
+func (a *authority) issueAccess(s session) string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.opts.Now()
@@ -229,7 +229,7 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	grant := r.PostForm.Get("grant_type")
-	var sess *session
+	var sess session
 	switch grant {
 	case "password":
 		user := r.PostForm.Get("username")
@@ -253,16 +253,13 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok := s.auth.issueAccess(sess)
-	s.auth.mu.Lock()
-	refresh := sess.refresh
-	s.auth.mu.Unlock()
 	s.count(func(c *Counters) { c.TokenGrants[grant]++ })
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Pragma", "no-cache")
 	writeJSON(w, http.StatusOK, tokenResponse{
 		AccessToken:  tok,
 		ExpiresIn:    int(math.Ceil(s.opts.AccessTTL.Seconds())),
-		RefreshToken: refresh,
+		RefreshToken: sess.refresh,
 		TokenType:    "Bearer",
 		SessionState: sess.id,
 		Scope:        "openid email offline_access",
