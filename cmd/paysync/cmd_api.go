@@ -76,20 +76,26 @@ func runCompanies(ctx context.Context, args []string, io stdio, env lookupEnv) e
 	return t.flush()
 }
 
-func runEmployees(ctx context.Context, args []string, io stdio, env lookupEnv) error {
-	var asJSON bool
+// companySetup is apiSetup for commands that work on one company: it adds
+// --json and --company and resolves the company.
+func companySetup(ctx context.Context, name string, args []string, io stdio, env lookupEnv) (cl *payroll.Client, companyID string, asJSON bool, err error) {
 	var company string
-	cfg, cl, err := apiSetup(ctx, "employees", "employees [--company ID] [--json]", args, io, env, func(fs *flag.FlagSet) {
+	cfg, cl, err := apiSetup(ctx, name, name+" [--company ID] [--json]", args, io, env, func(fs *flag.FlagSet) {
 		fs.BoolVar(&asJSON, "json", false, "print JSON")
 		fs.StringVar(&company, "company", "", "company id (default PAYSYNC_COMPANY_ID, else the current company)")
 	})
 	if err != nil {
-		return err
+		return nil, "", false, err
 	}
 	if company != "" {
 		cfg.CompanyID = company
 	}
-	id, err := companyFor(ctx, cfg, cl)
+	companyID, err = companyFor(ctx, cfg, cl)
+	return cl, companyID, asJSON, err
+}
+
+func runEmployees(ctx context.Context, args []string, io stdio, env lookupEnv) error {
+	cl, id, asJSON, err := companySetup(ctx, "employees", args, io, env)
 	if err != nil {
 		return err
 	}
@@ -105,19 +111,7 @@ func runEmployees(ctx context.Context, args []string, io stdio, env lookupEnv) e
 }
 
 func runPayParts(ctx context.Context, args []string, io stdio, env lookupEnv) error {
-	var asJSON bool
-	var company string
-	cfg, cl, err := apiSetup(ctx, "payparts", "payparts [--company ID] [--json]", args, io, env, func(fs *flag.FlagSet) {
-		fs.BoolVar(&asJSON, "json", false, "print JSON")
-		fs.StringVar(&company, "company", "", "company id (default PAYSYNC_COMPANY_ID, else the current company)")
-	})
-	if err != nil {
-		return err
-	}
-	if company != "" {
-		cfg.CompanyID = company
-	}
-	id, err := companyFor(ctx, cfg, cl)
+	cl, id, asJSON, err := companySetup(ctx, "payparts", args, io, env)
 	if err != nil {
 		return err
 	}

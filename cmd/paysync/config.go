@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -229,4 +228,3 @@ func apiSetup(ctx context.Context, name, synopsis string, args []string, io stdi
 	return &cfg, cl, nil
 }
 
-var errNoCompany = errors.New("no company")
