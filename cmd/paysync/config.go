@@ -227,4 +227,3 @@ func apiSetup(ctx context.Context, name, synopsis string, args []string, io stdi
 	}
 	return &cfg, cl, nil
 }
-
