@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/paysync/paysync"
+	"github.com/shopspring/decimal"
 )
 
 // AllowedKind is how the server types the *_allowed flags of pay_parts_meta.
@@ -430,4 +431,16 @@ func (c *Client) probe(ctx context.Context) (Schema, error) {
 		return Schema{}, &Error{Op: "SchemaProbe", Class: Rejected, Index: -1, Reason: "unexpected schema: " + err.Error(), Err: err}
 	}
 	return s, nil
+}
+
+// CheckWire reports whether d can be sent exactly as field f.
+func (s Schema) CheckWire(f paysync.Field, d decimal.Decimal) error {
+	enc, ok := s.In[f]
+	if !ok {
+		return fmt.Errorf("%s: the server's input type has no such field", f)
+	}
+	if _, err := enc.Encode(d); err != nil {
+		return fmt.Errorf("%s %w", f, err)
+	}
+	return nil
 }

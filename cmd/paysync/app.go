@@ -43,6 +43,7 @@ func commands() map[string]command {
 		{"employees", "list a company's employees", runEmployees},
 		{"payparts", "list a company's pay parts", runPayParts},
 		{"auth", "auth status | auth password (test only)", runAuth},
+		{"import", "map timesheet files to pay parts (--dry-run shows what would be sent)", runImport},
 		{"demo", "run the whole flow against an in-process sandbox", runDemo},
 		{"version", "print the version", runVersion},
 	}

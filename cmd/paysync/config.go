@@ -48,6 +48,7 @@ type config struct {
 	InputType    string        `env:"PAYSYNC_INPUT_TYPE"`
 	IDType       string        `env:"PAYSYNC_ID_TYPE"`
 	LogLevel     string        `env:"PAYSYNC_LOG_LEVEL, default=info"`
+	Mapping      string        `env:"PAYSYNC_MAPPING"`
 }
 
 // loadConfig reads the environment. Errors name the variable.

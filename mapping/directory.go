@@ -1,0 +1,88 @@
+package mapping
+
+import (
+	"context"
+	"sync"
+
+	"github.com/paysync/paysync"
+)
+
+// Directory is what mapping needs from the payroll system: the pay codes
+// and a company's employees. *payroll.Client satisfies it.
+type Directory interface {
+	PayPartsMeta(ctx context.Context) ([]paysync.PayPartMeta, error)
+	Employees(ctx context.Context, companyID string, employeeIDs []string) ([]paysync.Employee, error)
+}
+
+// Cache fetches meta once and each company's employees once.
+type Cache struct {
+	dir Directory
+
+	mu    sync.Mutex
+	meta  map[string]paysync.PayPartMeta
+	order []string
+	emps  map[string]*companyEmployees
+}
+
+type companyEmployees struct {
+	byID   map[string]paysync.Employee
+	byName map[string][]paysync.Employee // folded name → employees
+	err    error
+}
+
+// NewCache wraps dir.
+func NewCache(dir Directory) *Cache {
+	return &Cache{dir: dir, emps: map[string]*companyEmployees{}}
+}
+
+// Meta returns the pay code table, fetched on first use.
+func (c *Cache) Meta(ctx context.Context) (map[string]paysync.PayPartMeta, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.meta != nil {
+		return c.meta, nil
+	}
+	ms, err := c.dir.PayPartsMeta(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.meta = make(map[string]paysync.PayPartMeta, len(ms))
+	for _, m := range ms {
+		c.meta[m.Code] = m
+		c.order = append(c.order, m.Code)
+	}
+	return c.meta, nil
+}
+
+// Codes lists the known codes in the server's order (after Meta).
+func (c *Cache) Codes() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.order...)
+}
+
+// company returns a company's employees, fetched on first use. A failure
+// is cached too: one unknown company gives one fetch, not one per entry.
+func (c *Cache) company(ctx context.Context, companyID string) (*companyEmployees, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ce, ok := c.emps[companyID]; ok {
+		return ce, ce.err
+	}
+	ce := &companyEmployees{byID: map[string]paysync.Employee{}, byName: map[string][]paysync.Employee{}}
+	emps, err := c.dir.Employees(ctx, companyID, nil)
+	if err != nil {
+		ce.err = err
+		if ctx.Err() == nil {
+			c.emps[companyID] = ce
+		}
+		return ce, err
+	}
+	for _, e := range emps {
+		ce.byID[e.ID] = e
+		k := fold(e.Name)
+		ce.byName[k] = append(ce.byName[k], e)
+	}
+	c.emps[companyID] = ce
+	return ce, nil
+}

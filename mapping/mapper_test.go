@@ -1,0 +1,281 @@
+package mapping_test
+
+import (
+	"context"
+	"errors"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paysync/paysync"
+	"github.com/paysync/paysync/mapping"
+	"github.com/paysync/paysync/payroll"
+	"github.com/paysync/paysync/payroll/sandbox"
+	"github.com/shopspring/decimal"
+)
+
+// directory serves a real sandbox over loopback HTTP through the real
+// payroll client: the mapping's Directory and WireChecker.
+func directory(t testing.TB, opts sandbox.Options) (*payroll.Client, payroll.Schema) {
+	t.Helper()
+	sb := sandbox.New(opts)
+	srv := httptest.NewServer(sb.Handler())
+	t.Cleanup(srv.Close)
+	o := sb.Options()
+	c, err := payroll.New(payroll.Config{URL: srv.URL, Realm: o.Realm, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
+		RefreshToken: sb.IssueRefreshToken(), Store: &payroll.FileStore{Path: filepath.Join(t.TempDir(), "t.json")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := c.Schema(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, s
+}
+
+func rules(t testing.TB, y string) *mapping.Rules {
+	t.Helper()
+	r, err := mapping.LoadRules("rules.yaml", strings.NewReader(y))
+	if err != nil {
+		t.Fatalf("rules: %v", err)
+	}
+	return r
+}
+
+const testRules = `
+company: MV8x
+employees:
+  match_names: true
+  by_email: {mette.hansen@nordlys.dk: MV8xXzE=, ghost@nordlys.dk: MV8xXzk=}
+  by_number: {"1002": MV8xXzI=}
+  ignore: [robot@nordlys.dk]
+rules:
+  - name: overtime
+    match: {type: overtime}
+    code: T2
+    units: hours
+    rate: "310.40"
+  - name: overtime without rate
+    match: {type: overtime-norate}
+    code: T2
+    units: hours
+  - name: evening
+    match: {tags: evening}
+    continue: true
+    code: TILLAEG
+    units: hours
+    rate: 45
+    amount: {product: [units, rate]}
+  - name: mileage
+    match: {type: mileage}
+    code: KM
+    units: {field: km}
+  - name: typo
+    match: {type: typo}
+    code: T9
+    units: hours
+  - name: paid amount
+    match: {type: paid}
+    code: T1
+    units: hours
+    amount: 100
+  - name: hourly
+    default: true
+    code: T1
+    units: hours
+`
+
+func yes() *bool { b := true; return &b }
+func no() *bool  { b := false; return &b }
+
+func entry(id string, mods ...func(*paysync.Entry)) paysync.Entry {
+	e := paysync.Entry{ID: id, Source: "t.csv", Line: 7, Email: "mette.hansen@nordlys.dk", Date: "2026-11-02",
+		Hours: paysync.HoursFromDecimal(paysync.Dec("7.5").Decimal)}
+	for _, m := range mods {
+		m(&e)
+	}
+	return e
+}
+
+func TestMapper_Map(t *testing.T) {
+	cl, schema := directory(t, sandbox.Options{Allowed: sandbox.AllowedEnum, Numbers: sandbox.NumbersInt})
+	m := mapping.NewMapper(rules(t, testRules), mapping.NewCache(cl), schema, "")
+	ctx := context.Background()
+	tests := []struct {
+		name      string
+		e         paysync.Entry
+		wantCodes string // codes of the lines, comma separated
+		wantSkip  string
+		wantField string // of the first problem
+		wantMsg   string
+		wantHint  string
+	}{
+		{name: "default rule by email", e: entry("a"), wantCodes: "T1"},
+		{name: "overtime", e: entry("b", func(e *paysync.Entry) { e.Type = "Overtime" }), wantCodes: "T2"},
+		{name: "evening adds a supplement", e: entry("c", func(e *paysync.Entry) { e.Tags = []string{"Evening"} }), wantCodes: "TILLAEG,T1"},
+		{name: "mileage from field", e: entry("d", func(e *paysync.Entry) { e.Type = "mileage"; e.Fields = map[string]string{"km": "42,5"} }), wantCodes: "KM"},
+		{name: "by number", e: entry("e", func(e *paysync.Entry) { e.Email = ""; e.EmployeeNumber = "1002" }), wantCodes: "T1"},
+		{name: "exact name", e: entry("f", func(e *paysync.Entry) { e.Email = ""; e.Name = "sofie  JENSEN" }), wantCodes: "T1"},
+		{name: "own code, no rule", e: entry("g", func(e *paysync.Entry) { e.Code = "BONUS"; e.Hours = paysync.Hours{}; e.Amount = paysync.Dec("500") }), wantCodes: "BONUS"},
+		{name: "unapproved", e: entry("h", func(e *paysync.Entry) { e.Approved = no() }), wantSkip: "unapproved"},
+		{name: "approved", e: entry("h2", func(e *paysync.Entry) { e.Approved = yes() }), wantCodes: "T1"},
+		{name: "zero hours", e: entry("i", func(e *paysync.Entry) { e.Hours = paysync.HoursFromSeconds(0) }), wantSkip: "zero hours"},
+		{name: "ignored", e: entry("j", func(e *paysync.Entry) { e.Email = "Robot@Nordlys.dk" }), wantSkip: "ignored person"},
+		{name: "unknown code", e: entry("k", func(e *paysync.Entry) { e.Type = "typo" }),
+			wantField: "code", wantMsg: `unknown pay code "T9"`, wantHint: "rules.yaml:"},
+		{name: "forbidden amount", e: entry("l", func(e *paysync.Entry) { e.Type = "paid" }),
+			wantField: "amount", wantMsg: "code T1 does not take amount", wantHint: "remove amount"},
+		{name: "forbidden amount on the entry", e: entry("l2", func(e *paysync.Entry) { e.Code = "T1"; e.Amount = paysync.Dec("5") }),
+			wantField: "amount", wantMsg: "does not take amount"},
+		{name: "mandatory rate missing", e: entry("m", func(e *paysync.Entry) { e.Type = "overtime-norate" }),
+			wantField: "rate", wantMsg: "code T2 needs rate"},
+		{name: "unknown person", e: entry("n", func(e *paysync.Entry) { e.Email = "who@nordlys.dk" }),
+			wantField: "email", wantMsg: `no payroll employee for "who@nordlys.dk"`, wantHint: "employees.by_email"},
+		{name: "unknown name", e: entry("o", func(e *paysync.Entry) { e.Email = ""; e.Name = "Nobody" }),
+			wantField: "name", wantMsg: `named "Nobody"`},
+		{name: "ambiguous name", e: entry("p", func(e *paysync.Entry) { e.Email = ""; e.Name = "Peter Madsen"; e.CompanyID = sandbox.CompanyFjordtech }),
+			wantField: "name", wantMsg: sandbox.EmpPeterMadsen1 + ", " + sandbox.EmpPeterMadsen2, wantHint: "map this person"},
+		{name: "employee not in company", e: entry("q", func(e *paysync.Entry) { e.Email = "ghost@nordlys.dk" }),
+			wantField: "email", wantMsg: "is not in company MV8x"},
+		{name: "missing field", e: entry("r", func(e *paysync.Entry) { e.Type = "mileage" }),
+			wantField: "km", wantMsg: `field "km"`},
+		{name: "rate the wire cannot carry", e: entry("s", func(e *paysync.Entry) { e.Code = "T1"; e.Rate = paysync.Dec("200.125") }),
+			wantField: "rate", wantMsg: "more than 2 decimals"},
+		{name: "invisible company", e: entry("u", func(e *paysync.Entry) { e.CompanyID = sandbox.CompanyHavblik }),
+			wantField: "company_id", wantMsg: "company " + sandbox.CompanyHavblik},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lines, err := m.Map(ctx, tt.e)
+			if tt.wantField != "" {
+				var p *mapping.Problem
+				if !errors.As(err, &p) {
+					t.Fatalf("err = %v, want a problem", err)
+				}
+				if p.Source != "t.csv" || p.Line != 7 || p.EntryID != tt.e.ID || p.Field != tt.wantField ||
+					!strings.Contains(p.Msg, tt.wantMsg) || !strings.Contains(p.Hint, tt.wantHint) || p.Hint == "" {
+					t.Fatalf("problem = %+v\nwant field %q msg ~%q hint ~%q", p, tt.wantField, tt.wantMsg, tt.wantHint)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Map: %v", err)
+			}
+			if tt.wantSkip != "" {
+				if len(lines) != 1 || lines[0].Skip != tt.wantSkip {
+					t.Fatalf("lines = %+v, want skip %q", lines, tt.wantSkip)
+				}
+				return
+			}
+			var codes []string
+			for _, l := range lines {
+				if l.Skip != "" || l.EmployeeName == "" || l.CompanyID == "" {
+					t.Errorf("line = %+v", l)
+				}
+				codes = append(codes, l.Code)
+			}
+			if got := strings.Join(codes, ","); got != tt.wantCodes {
+				t.Fatalf("codes = %s, want %s", got, tt.wantCodes)
+			}
+		})
+	}
+}
+
+func TestPlanner_Aggregates(t *testing.T) {
+	cl, schema := directory(t, sandbox.Options{Allowed: sandbox.AllowedEnum})
+	r := rules(t, testRules)
+	m := mapping.NewMapper(r, mapping.NewCache(cl), schema, "")
+	p := mapping.NewPlanner(r, schema)
+	twenty, _ := paysync.ParseHours("0:20:00", false)
+	ctx := context.Background()
+	add := func(e paysync.Entry) {
+		t.Helper()
+		lines, err := m.Map(ctx, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range lines {
+			if err := p.Add(l); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Three 20-minute entries are exactly one hour, not 0.99.
+	for _, id := range []string{"1", "2", "3"} {
+		add(entry(id, func(e *paysync.Entry) { e.Hours = twenty }))
+	}
+	// Evening: 2.5 h + 1.25 h supplements at 45 → units 3.75, amount 168.75.
+	add(entry("4", func(e *paysync.Entry) { e.Tags = []string{"evening"}; e.Hours = paysync.HoursFromDecimal(paysync.Dec("2.5").Decimal) }))
+	add(entry("5", func(e *paysync.Entry) { e.Tags = []string{"evening"}; e.Hours = paysync.HoursFromDecimal(paysync.Dec("1.25").Decimal) }))
+	if err := p.Add(mapping.Line{Ref: paysync.EntryRef{Source: "t.csv", Line: 9, ID: "1"}, Rule: "hourly"}); err == nil || !strings.Contains(err.Error(), "duplicate entry id") {
+		t.Fatalf("duplicate id: err = %v", err)
+	}
+	pps, probs := p.PayParts()
+	if len(probs) > 0 {
+		t.Fatal(probs)
+	}
+	want := []struct{ code, units, rate, amount string; n int }{
+		{"T1", "4.75", "", "", 5}, // 1 + 2.5 + 1.25
+		{"TILLAEG", "3.75", "45", "168.75", 2},
+	}
+	if len(pps) != len(want) {
+		t.Fatalf("%d pay parts: %+v", len(pps), pps)
+	}
+	for i, w := range want {
+		pp := pps[i]
+		if pp.Code != w.code || pp.Units.Decimal.String() != w.units || num(pp.Rate) != w.rate || num(pp.Amount) != w.amount || len(pp.Entries) != w.n {
+			t.Errorf("pay part %d = %s units=%s rate=%s amount=%s entries=%d; want %+v", i, pp.Code, num(pp.Units), num(pp.Rate), num(pp.Amount), len(pp.Entries), w)
+		}
+		if pp.EmployeeName != "Mette Hansen" || pp.CompanyID != "MV8x" || pp.Description == "" {
+			t.Errorf("pay part %d = %+v", i, pp)
+		}
+	}
+}
+
+func num(d decimal.NullDecimal) string {
+	if !d.Valid {
+		return ""
+	}
+	return d.Decimal.String()
+}
+
+func TestPlanner_RoundingAndNoAggregation(t *testing.T) {
+	cl, schema := directory(t, sandbox.Options{Allowed: sandbox.AllowedEnum, Numbers: sandbox.NumbersInt})
+	tests := []struct {
+		rounding string
+		want     []string
+	}{
+		{"half_up", []string{"0.13", "0.13"}},
+		{"half_even", []string{"0.12", "0.12"}},
+		{"down", []string{"0.12", "0.12"}},
+		{"up", []string{"0.13", "0.13"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.rounding, func(t *testing.T) {
+			r := rules(t, "aggregate: false\nrounding: {mode: "+tt.rounding+"}\ncompany: MV8x\nemployees: {by_email: {mette.hansen@nordlys.dk: MV8xXzE=}}\nrules: [{default: true, code: T1, units: hours}]\n")
+			m := mapping.NewMapper(r, mapping.NewCache(cl), schema, "")
+			p := mapping.NewPlanner(r, schema)
+			for _, id := range []string{"x", "y"} {
+				lines, err := m.Map(context.Background(), entry(id, func(e *paysync.Entry) { e.Hours = paysync.HoursFromSeconds(450) })) // 0.125 h
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = p.Add(lines[0])
+			}
+			pps, probs := p.PayParts()
+			if len(probs) > 0 || len(pps) != 2 {
+				t.Fatalf("%d pay parts, %v", len(pps), probs)
+			}
+			for i, pp := range pps {
+				if pp.Units.Decimal.String() != tt.want[i] {
+					t.Errorf("units = %s, want %s", pp.Units.Decimal, tt.want[i])
+				}
+			}
+		})
+	}
+}

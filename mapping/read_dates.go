@@ -1,0 +1,181 @@
+package mapping
+
+import (
+	"fmt"
+	"strings"
+)
+
+// isoDate is the canonical date layout, and the default one.
+const isoDate = "YYYY-MM-DD"
+
+// dateLayout is a parsed date format such as "DD/MM/YYYY": tokens YYYY,
+// MM, DD (fixed width), M and D (one or two digits), and separators.
+// Dates are parsed by hand: this is on the hot path of every CSV row.
+type dateLayout struct {
+	text  string
+	parts []datePart
+	iso   bool // exactly YYYY-MM-DD: canonical input is returned as is
+}
+
+type datePart struct {
+	kind byte // 'Y' year (4 digits), 'M'/'D' (2 digits), 'm'/'d' (1–2 digits), 0 literal
+	lit  byte
+}
+
+// parseDateLayout reads a date format. Tokens are case-insensitive.
+func parseDateLayout(s string) (dateLayout, error) {
+	if strings.TrimSpace(s) == "" {
+		s = isoDate
+	}
+	l := dateLayout{text: s}
+	var seen [3]int
+	for i := 0; i < len(s); {
+		c := s[i] | 0x20 // lower case for letters
+		n := 1
+		for i+n < len(s) && s[i+n]|0x20 == c && isLetter(s[i+n]) {
+			n++
+		}
+		switch {
+		case c == 'y' && isLetter(s[i]) && n == 4:
+			l.parts = append(l.parts, datePart{kind: 'Y'})
+			seen[0]++
+		case c == 'm' && isLetter(s[i]) && n <= 2:
+			l.parts = append(l.parts, datePart{kind: "mM"[n-1]})
+			seen[1]++
+		case c == 'd' && isLetter(s[i]) && n <= 2:
+			l.parts = append(l.parts, datePart{kind: "dD"[n-1]})
+			seen[2]++
+		case isLetter(s[i]) || s[i] >= 0x80 || (s[i] >= '0' && s[i] <= '9'):
+			return dateLayout{}, fmt.Errorf("date format %q: %q is not a token: use YYYY, MM, DD, M, D and separators", s, s[i:i+n])
+		default:
+			l.parts = append(l.parts, datePart{lit: s[i]})
+			n = 1
+		}
+		i += n
+	}
+	if seen != [3]int{1, 1, 1} {
+		return dateLayout{}, fmt.Errorf("date format %q: want one year (YYYY), one month (MM or M) and one day (DD or D)", s)
+	}
+	l.iso = strings.EqualFold(s, isoDate)
+	return l, nil
+}
+
+func isLetter(c byte) bool { return c|0x20 >= 'a' && c|0x20 <= 'z' }
+
+// parse reads s under the layout and returns it as YYYY-MM-DD, or false
+// when s does not follow the layout or is not a real date.
+func (l *dateLayout) parse(s string) (string, bool) {
+	var y, m, d int
+	i := 0
+	for _, p := range l.parts {
+		if p.kind == 0 {
+			if i >= len(s) || s[i] != p.lit {
+				return "", false
+			}
+			i++
+			continue
+		}
+		min, max := 2, 2
+		switch p.kind {
+		case 'Y':
+			min, max = 4, 4
+		case 'm', 'd':
+			min = 1
+		}
+		v, n := 0, 0
+		for n < max && i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			v = v*10 + int(s[i]-'0')
+			i++
+			n++
+		}
+		if n < min {
+			return "", false
+		}
+		switch p.kind {
+		case 'Y':
+			y = v
+		case 'M', 'm':
+			m = v
+		default:
+			d = v
+		}
+	}
+	if i != len(s) || m < 1 || m > 12 || d < 1 || d > daysIn(y, m) {
+		return "", false
+	}
+	if l.iso {
+		return s, true
+	}
+	return formatDate(y, m, d), true
+}
+
+// formatDate renders YYYY-MM-DD.
+func formatDate(y, m, d int) string {
+	b := [10]byte{
+		byte('0' + y/1000), byte('0' + y/100%10), byte('0' + y/10%10), byte('0' + y%10), '-',
+		byte('0' + m/10), byte('0' + m%10), '-',
+		byte('0' + d/10), byte('0' + d%10),
+	}
+	return string(b[:])
+}
+
+func daysIn(y, m int) int {
+	switch m {
+	case 2:
+		if y%4 == 0 && (y%100 != 0 || y%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
+}
+
+// dateParser tries layouts in order; the first is the configured one and
+// names the format in hints.
+type dateParser struct {
+	layouts []dateLayout
+}
+
+// newDateParser returns a parser for the configured format plus
+// fallbacks. ISO dates are accepted too whenever that is unambiguous
+// (the configured format does not begin with the year).
+func newDateParser(configured string, fallbacks ...string) (dateParser, error) {
+	first, err := parseDateLayout(configured)
+	if err != nil {
+		return dateParser{}, err
+	}
+	p := dateParser{layouts: []dateLayout{first}}
+	if first.parts[0].kind != 'Y' {
+		fallbacks = append(fallbacks, isoDate)
+	}
+	for _, f := range fallbacks {
+		l, err := parseDateLayout(f)
+		if err != nil {
+			return dateParser{}, err
+		}
+		if !strings.EqualFold(l.text, first.text) {
+			p.layouts = append(p.layouts, l)
+		}
+	}
+	return p, nil
+}
+
+func (p *dateParser) parse(s string) (string, bool) {
+	for i := range p.layouts {
+		if d, ok := p.layouts[i].parse(s); ok {
+			return d, true
+		}
+	}
+	return "", false
+}
+
+// format names the accepted formats for hints.
+func (p *dateParser) format() string {
+	names := make([]string, len(p.layouts))
+	for i, l := range p.layouts {
+		names[i] = l.text
+	}
+	return strings.Join(names, " or ")
+}

@@ -1,0 +1,43 @@
+package mapping
+
+import (
+
+	"github.com/paysync/paysync"
+)
+
+// Reader streams entries from one source.
+//
+// Next returns the next entry. An error of type *Problem concerns one
+// record only: the caller records it and calls Next again. io.EOF ends
+// the stream. Any other error is fatal for the source.
+type Reader interface {
+	Next() (paysync.Entry, error)
+}
+
+// Format names an input format.
+type Format string
+
+// The formats. FormatAuto detects the format from the first bytes.
+const (
+	FormatAuto     Format = ""
+	FormatJSON     Format = "json"     // one entry, {"entries": [...]}, or an array
+	FormatNDJSON   Format = "ndjson"   // one entry per line
+	FormatCSV      Format = "csv"      // header + rows, configurable column map
+	FormatToggl    Format = "toggl"    // Toggl Track detailed report CSV
+	FormatClockify Format = "clockify" // Clockify detailed report CSV
+	FormatHarvest  Format = "harvest"  // Harvest detailed time report CSV
+)
+
+// Formats lists the formats a user can name.
+var Formats = []Format{FormatJSON, FormatNDJSON, FormatCSV, FormatToggl, FormatClockify, FormatHarvest}
+
+// ReadOptions configure the readers.
+type ReadOptions struct {
+	Format Format // FormatAuto: detect
+
+	// CSV settings (generic CSV; the presets use them where they apply).
+	Delimiter    rune              // ',' when zero
+	DecimalComma bool              // "7,5" means 7.5
+	DateFormat   string            // e.g. "YYYY-MM-DD" (default), "DD/MM/YYYY", "MM/DD/YYYY", "DD.MM.YYYY"
+	Columns      map[string]string // entry field → CSV header, for generic CSV (default: the field names)
+}
