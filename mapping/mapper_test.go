@@ -210,8 +210,14 @@ func TestPlanner_Aggregates(t *testing.T) {
 		add(entry(id, func(e *paysync.Entry) { e.Hours = twenty }))
 	}
 	// Evening: 2.5 h + 1.25 h supplements at 45 → units 3.75, amount 168.75.
-	add(entry("4", func(e *paysync.Entry) { e.Tags = []string{"evening"}; e.Hours = paysync.HoursFromDecimal(paysync.Dec("2.5").Decimal) }))
-	add(entry("5", func(e *paysync.Entry) { e.Tags = []string{"evening"}; e.Hours = paysync.HoursFromDecimal(paysync.Dec("1.25").Decimal) }))
+	add(entry("4", func(e *paysync.Entry) {
+		e.Tags = []string{"evening"}
+		e.Hours = paysync.HoursFromDecimal(paysync.Dec("2.5").Decimal)
+	}))
+	add(entry("5", func(e *paysync.Entry) {
+		e.Tags = []string{"evening"}
+		e.Hours = paysync.HoursFromDecimal(paysync.Dec("1.25").Decimal)
+	}))
 	if err := p.Add(mapping.Line{Ref: paysync.EntryRef{Source: "t.csv", Line: 9, ID: "1"}, Rule: "hourly"}); err == nil || !strings.Contains(err.Error(), "duplicate entry id") {
 		t.Fatalf("duplicate id: err = %v", err)
 	}
@@ -219,7 +225,10 @@ func TestPlanner_Aggregates(t *testing.T) {
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
-	want := []struct{ code, units, rate, amount string; n int }{
+	want := []struct {
+		code, units, rate, amount string
+		n                         int
+	}{
 		{"T1", "4.75", "", "", 5}, // 1 + 2.5 + 1.25
 		{"TILLAEG", "3.75", "45", "168.75", 2},
 	}

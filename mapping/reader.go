@@ -1,7 +1,6 @@
 package mapping
 
 import (
-
 	"github.com/paysync/paysync"
 )
 

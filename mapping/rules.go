@@ -48,10 +48,10 @@ type Rule struct {
 	Default  bool
 	Continue bool // after this rule, keep matching: one entry, several pay parts (e.g. hours and a supplement)
 	Match    Match
-	Code    string
-	Units   *Source
-	Rate    *Source
-	Amount  *Source
+	Code     string
+	Units    *Source
+	Rate     *Source
+	Amount   *Source
 }
 
 // Match selects entries; every given condition must hold. Lists match any
@@ -123,9 +123,9 @@ func fold(s string) string { return strings.ToLower(strings.Join(strings.Fields(
 // ---- loading ----
 
 type rulesFile struct {
-	Version   int     `yaml:"version"`
-	Company   string  `yaml:"company"`
-	Aggregate *bool   `yaml:"aggregate"`
+	Version   int    `yaml:"version"`
+	Company   string `yaml:"company"`
+	Aggregate *bool  `yaml:"aggregate"`
 	Rounding  *struct {
 		Mode   string `yaml:"mode"`
 		Places *int32 `yaml:"places"`
@@ -148,11 +148,11 @@ type ruleYAML struct {
 	Name     string      `yaml:"name"`
 	Default  bool        `yaml:"default"`
 	Continue bool        `yaml:"continue"`
-	Match   *matchYAML  `yaml:"match"`
-	Code    string      `yaml:"code"`
-	Units   *sourceYAML `yaml:"units"`
-	Rate    *sourceYAML `yaml:"rate"`
-	Amount  *sourceYAML `yaml:"amount"`
+	Match    *matchYAML  `yaml:"match"`
+	Code     string      `yaml:"code"`
+	Units    *sourceYAML `yaml:"units"`
+	Rate     *sourceYAML `yaml:"rate"`
+	Amount   *sourceYAML `yaml:"amount"`
 }
 
 type matchYAML struct {
