@@ -387,7 +387,11 @@ func (r *csvReader) Next() (paysync.Entry, error) {
 		}
 		return paysync.Entry{}, err
 	}
-	return r.entry(rec, line)
+	e, err := r.entry(rec, line)
+	if err != nil {
+		return paysync.Entry{}, err
+	}
+	return e, nil
 }
 
 func (r *csvReader) cell(rec []string, f int) string {

@@ -28,20 +28,24 @@ var errRecordTooLarge = errors.New("record too large")
 //
 // With opts.Format == FormatAuto the format is detected from the first
 // bytes after an optional UTF-8 byte order mark: '[' is a JSON array; '{'
-// is a JSON {"entries": [...]} wrapper when its first key is "entries",
-// NDJSON when the first object ends on its first line, and JSON objects
-// (pretty-printed, possibly several) otherwise; anything else is CSV,
-// recognised as a Toggl, Clockify or Harvest export by its header, and
-// generic CSV otherwise.
+// is a JSON {"entries": [...]} wrapper when its first key is "entries"
+// (or the one-line object holds an "entries" array), NDJSON when the first
+// object ends on its first line, and JSON objects (pretty-printed,
+// possibly several) otherwise; anything else is CSV, recognised as a
+// Toggl, Clockify or Harvest export by its header, and generic CSV
+// otherwise. The CSV delimiter, unless set, is the most frequent of
+// comma, semicolon and tab in the header line.
 //
-// The reader holds one record in memory at a time. An error returned here
-// (unknown format, unreadable input, a header without required columns)
-// is fatal and names the source.
+// The reader holds one record in memory at a time (the presets also keep
+// 8 bytes per distinct row, to number repeated rows). An error returned
+// here (unknown format, unreadable input, a header without required
+// columns) is fatal and names the source.
 func NewReader(source string, r io.Reader, opts ReadOptions) (Reader, Format, error) {
 	format, err := checkFormat(opts.Format)
 	if err != nil {
 		return nil, "", fmt.Errorf("%s: %w", source, err)
 	}
+	auto := format == FormatAuto
 	g := &inputGuard{r: r}
 	br := bufio.NewReaderSize(g, peekSize)
 	if b, err := br.Peek(3); err == nil && string(b) == "\uFEFF" {
@@ -52,7 +56,7 @@ func NewReader(source string, r io.Reader, opts ReadOptions) (Reader, Format, er
 		return nil, "", fmt.Errorf("%s: %w", source, err)
 	}
 	empty := !found && br.Buffered() < br.Size() // nothing but white space
-	if format == FormatAuto {
+	if auto {
 		switch {
 		case empty:
 			return nil, "", fmt.Errorf("%s: empty input: nothing to detect the format from", source)
@@ -83,7 +87,7 @@ func NewReader(source string, r io.Reader, opts ReadOptions) (Reader, Format, er
 	if !validDelimiter(comma) {
 		return nil, "", fmt.Errorf("%s: delimiter %q cannot separate CSV fields", source, comma)
 	}
-	if format == FormatCSV && opts.Format == FormatAuto {
+	if format == FormatCSV && auto {
 		format = detectPreset(header, comma)
 	}
 	var rd Reader

@@ -457,10 +457,19 @@ var isoLayout, _ = parseDateLayout(isoDate)
 // first bad property, in document order, is the Problem; then the
 // required ones are checked.
 func decodeEntry(pairs []jsonPair, source string, line int, record bool) (paysync.Entry, error) {
+	e, err := entryOf(pairs, source, line, record)
+	if err != nil {
+		return paysync.Entry{}, err
+	}
+	return e, nil
+}
+
+func entryOf(pairs []jsonPair, source string, line int, record bool) (paysync.Entry, error) {
 	e := paysync.Entry{Source: source, Line: line}
 	prob := func(field, msg, hint string) error {
 		return &Problem{Source: source, Line: line, Record: record, EntryID: e.ID, Field: field, Msg: msg, Hint: hint}
 	}
+	pairs = lastWins(pairs)
 	// The id first, so that every problem can name the entry.
 	for _, p := range pairs {
 		if p.key == "id" {
@@ -557,7 +566,7 @@ func decodeEntry(pairs []jsonPair, source string, line int, record bool) (paysyn
 				if err != nil {
 					return e, prob(p.key, err.Error(), "")
 				}
-				for _, q := range sub {
+				for _, q := range lastWins(sub) {
 					if err := setField(&e, q); err != nil {
 						return e, prob(p.key+"."+q.key, err.Error(), "fields must hold strings, numbers or booleans")
 					}
@@ -582,6 +591,42 @@ func decodeEntry(pairs []jsonPair, source string, line int, record bool) (paysyn
 		return e, prob("hours", "no hours, units, rate or amount", "add \"hours\", or explicit \"units\", \"rate\" or \"amount\"")
 	}
 	return e, nil
+}
+
+// lastWins drops properties that a later one of the same name replaces,
+// as encoding/json and the JSON Schema validators read duplicates.
+func lastWins(pairs []jsonPair) []jsonPair {
+	dup := false
+	if len(pairs) <= 32 {
+		for i := 1; i < len(pairs) && !dup; i++ {
+			for j := 0; j < i; j++ {
+				if pairs[i].key == pairs[j].key {
+					dup = true
+					break
+				}
+			}
+		}
+	} else {
+		seen := make(map[string]bool, len(pairs))
+		for _, p := range pairs {
+			dup = dup || seen[p.key]
+			seen[p.key] = true
+		}
+	}
+	if !dup {
+		return pairs
+	}
+	last := make(map[string]int, len(pairs))
+	for i, p := range pairs {
+		last[p.key] = i
+	}
+	kept := make([]jsonPair, 0, len(last))
+	for i, p := range pairs {
+		if last[p.key] == i {
+			kept = append(kept, p)
+		}
+	}
+	return kept
 }
 
 // setField keeps a further scalar property in Entry.Fields as text.

@@ -242,6 +242,15 @@ func (r *presetReader) Next() (paysync.Entry, error) {
 	if err != nil {
 		return paysync.Entry{}, err
 	}
+	e, err := r.entry(rec, line)
+	if err != nil {
+		return paysync.Entry{}, err
+	}
+	return e, nil
+}
+
+func (r *presetReader) entry(rec []string, line int) (paysync.Entry, error) {
+	var err error
 	c := &r.cells
 	e := paysync.Entry{Source: c.source, Line: line}
 	e.ID = r.id(rec)

@@ -11,7 +11,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-func compileEntrySchema(t *testing.T) *jsonschema.Schema {
+func compileEntrySchema(t testing.TB) *jsonschema.Schema {
 	t.Helper()
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(EntrySchema))
 	if err != nil {
@@ -182,4 +182,46 @@ func TestEntrySchema_Testdata(t *testing.T) {
 	if n < 5 {
 		t.Fatalf("only %d JSON lines checked", n)
 	}
+}
+
+// FuzzEntrySchema checks the schema and the reader against each other on
+// arbitrary JSON: both accept an entry or both refuse it.
+func FuzzEntrySchema(f *testing.F) {
+	schema := compileEntrySchema(f)
+	for _, doc := range []string{
+		`{"id":"1","employee_id":"E1","date":"2024-03-04","hours":7.5,"type":"normal"}`,
+		`{"id":"1","name":"A","date":"2024-02-29","hours":"25:30:00","code":"T1","tags":["a"],"km":1,"fields":{"x":true}}`,
+		`{"id":"1","email":"a@x","date":"2024-03-04","units":"0.1","rate":null,"amount":-1e2,"type":"t","billable":false}`,
+		`{"id":"1","employee_number":"7","date":"2023-02-29","hours":"7,5","type":"t","x":{"y":1}}`,
+		`{"id":"1","id":2,"employee_id":"E1","date":"2024-03-04","hours":1,"type":"t"}`,
+	} {
+		f.Add([]byte(doc))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+		if err != nil {
+			return // not JSON
+		}
+		if m, ok := inst.(map[string]any); !ok {
+			return // arrays are read as lists of entries; scalars are covered by the table
+		} else if _, ok := m["entries"].([]any); ok {
+			return // a wrapper, not an entry
+		}
+		schemaErr := schema.Validate(inst)
+		rd, _, err := NewReader("t.json", bytes.NewReader(data), ReadOptions{Format: FormatJSON})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, readErr := rd.Next()
+		var p *Problem
+		if readErr != nil && !errors.As(readErr, &p) {
+			t.Fatalf("%s: fatal %v on valid JSON", data, readErr)
+		}
+		if p != nil && strings.Contains(p.Msg, "out of range") {
+			return // a number beyond the decimal type (exponent over 2^31): a documented difference
+		}
+		if (schemaErr == nil) != (readErr == nil) {
+			t.Fatalf("%s:\nschema: %v\nreader: %v", data, schemaErr, readErr)
+		}
+	})
 }

@@ -38,7 +38,7 @@ func (s *lineSource) Read(p []byte) (int, error) {
 
 // The readers stream: memory stays flat however long the input.
 func TestNewReader_Streams(t *testing.T) {
-	n := 300_000
+	n := 200_000
 	if testing.Short() || raceEnabled {
 		n = 30_000
 	}

@@ -96,6 +96,11 @@ func TestImport_BadInput(t *testing.T) {
 			t.Errorf("output lacks %s:\n%s", re, r.stdout)
 		}
 	}
+	// Meta once, each company's employees once, however many entries.
+	c := s.sb.State().Counters.Requests
+	if c["pay_parts_meta"] != 1 || c["companies"] != 2 {
+		t.Errorf("requests: pay_parts_meta %d (want 1), companies %d (want 2: MV8x, MV8y)", c["pay_parts_meta"], c["companies"])
+	}
 	if !strings.Contains(r.stdout, "Lars Nielsen") {
 		t.Error("good input must still be planned next to bad input")
 	}
