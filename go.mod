@@ -5,15 +5,15 @@ go 1.26.0
 require (
 	github.com/graph-gophers/graphql-go v1.11.0
 	github.com/hasura/go-graphql-client v0.16.0
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2
 	github.com/sethvargo/go-envconfig v1.4.3
 	github.com/shopspring/decimal v1.4.0
+	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/oauth2 v0.37.0
 )
 
 require (
 	github.com/coder/websocket v1.8.14 // indirect
 	github.com/google/uuid v1.6.0 // indirect
-	github.com/santhosh-tekuri/jsonschema/v6 v6.0.2 // indirect
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/text v0.14.0 // indirect
 )
