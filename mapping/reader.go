@@ -6,10 +6,10 @@ import (
 
 // Reader streams entries from one source.
 //
-// Next returns the next entry (the zero Entry with any error). An error
-// of type *Problem concerns one
-// record only: the caller records it and calls Next again. io.EOF ends
-// the stream. Any other error is fatal for the source.
+// Next returns the next entry (the zero Entry with any error). An error of
+// type *Problem concerns one record only: the caller records it and calls
+// Next again. io.EOF ends the stream. Any other error is fatal for the
+// source.
 type Reader interface {
 	Next() (paysync.Entry, error)
 }
