@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
@@ -46,17 +47,46 @@ const defaultTimeoutDelay = 30 * time.Second
 
 // Fault is one armed misbehaviour. In JSON, Delay and RetryAfter are
 // duration strings ("300ms"); numbers are read as nanoseconds.
+//
+// With Probability p > 0 a matching request fires the fault only with
+// probability p (0 < p <= 1; 0 means always). Times counts only the
+// requests on which the fault fired. The draws come from a PCG source
+// seeded with Options.Seed, restarted each time the fault list is set
+// (New, SetFaults, PUT /_sandbox/faults), so a test that sends the same
+// requests in the same order sees the same faults.
+//
+// Several faults combine as without probabilities: every latency fault
+// draws and fires on its own, and of the other kinds only the first one
+// (in list order) that fires applies; the ones after it do not draw. So
+// the probability of a later fault applies only to the requests the
+// earlier ones let through. To give non-latency faults the exact shares
+// s1, s2, s3, ... of the matching requests, set
+//
+//	p1 = s1, p2 = s2/(1-s1), p3 = s3/(1-s1-s2), ...
+//
+// For example, for 30% dropped after commit, 10% 503 and 10% 429, and the
+// other 50% served normally, set p = 0.3, 0.1/0.7 and 0.1/0.6:
+//
+//	drop_after_commit:create_pay_parts,probability=0.3
+//	error_before:create_pay_parts,status=503,probability=0.14285714285714285
+//	rate_limit:create_pay_parts,probability=0.16666666666666666
+//
+// whereas p = 0.3, 0.1, 0.1 would give 30%, 7% and 6.3%.
+//
+// The shares hold while all the faults stay armed: when one with Times
+// runs out, the ones after it see more requests.
 type Fault struct {
-	Kind       FaultKind     `json:"kind"`
-	Op         string        `json:"op,omitempty"`    // root field to match; "" matches every /graphql request
-	Times      int           `json:"times,omitempty"` // fire on the next Times matching requests, then disarm; 0 = every matching request
-	Delay      time.Duration `json:"delay,omitempty"`
-	Status     int           `json:"status,omitempty"`
-	RetryAfter time.Duration `json:"retry_after,omitempty"`
+	Kind        FaultKind     `json:"kind"`
+	Op          string        `json:"op,omitempty"`    // root field to match; "" matches every /graphql request
+	Times       int           `json:"times,omitempty"` // fire on the next Times matching requests, then disarm; 0 = every matching request
+	Delay       time.Duration `json:"delay,omitempty"`
+	Status      int           `json:"status,omitempty"`
+	RetryAfter  time.Duration `json:"retry_after,omitempty"`
+	Probability float64       `json:"probability,omitempty"` // fire on a matching request with this probability, 0 < p <= 1; 0 = always
 }
 
 // ParseFault parses the CLI syntax
-// "kind[:op][,times=N][,delay=300ms][,status=503][,retry_after=2s]",
+// "kind[:op][,times=N][,delay=300ms][,status=503][,retry_after=2s][,probability=0.3]",
 // for example "drop_after_commit:create_pay_parts,times=1".
 func ParseFault(s string) (Fault, error) {
 	head, rest, _ := strings.Cut(strings.TrimSpace(s), ",")
@@ -78,8 +108,10 @@ func ParseFault(s string) (Fault, error) {
 				f.Status, err = strconv.Atoi(v)
 			case "retry_after":
 				f.RetryAfter, err = time.ParseDuration(v)
+			case "probability":
+				f.Probability, err = strconv.ParseFloat(v, 64)
 			default:
-				return Fault{}, fmt.Errorf("parse fault %q: unknown key %q (want times, delay, status or retry_after)", s, k)
+				return Fault{}, fmt.Errorf("parse fault %q: unknown key %q (want times, delay, status, retry_after or probability)", s, k)
 			}
 			if err != nil {
 				return Fault{}, fmt.Errorf("parse fault %q: %s: %w", s, k, err)
@@ -111,6 +143,9 @@ func (f Fault) String() string {
 	if f.RetryAfter != 0 {
 		fmt.Fprintf(&b, ",retry_after=%s", f.RetryAfter)
 	}
+	if f.Probability != 0 {
+		b.WriteString(",probability=" + strconv.FormatFloat(f.Probability, 'g', -1, 64))
+	}
 	return b.String()
 }
 
@@ -126,23 +161,26 @@ func (f Fault) validate() error {
 		return fmt.Errorf("negative duration")
 	case f.Status != 0 && (f.Status < 100 || f.Status > 599):
 		return fmt.Errorf("status %d is not an HTTP status", f.Status)
+	case !(f.Probability >= 0 && f.Probability <= 1): // also rejects NaN
+		return fmt.Errorf("probability %v is not in (0, 1] (or 0 for always)", f.Probability)
 	}
 	return nil
 }
 
 // faultJSON is Fault with durations as strings.
 type faultJSON struct {
-	Kind       FaultKind    `json:"kind"`
-	Op         string       `json:"op,omitempty"`
-	Times      int          `json:"times,omitempty"`
-	Delay      jsonDuration `json:"delay,omitempty"`
-	Status     int          `json:"status,omitempty"`
-	RetryAfter jsonDuration `json:"retry_after,omitempty"`
+	Kind        FaultKind    `json:"kind"`
+	Op          string       `json:"op,omitempty"`
+	Times       int          `json:"times,omitempty"`
+	Delay       jsonDuration `json:"delay,omitempty"`
+	Status      int          `json:"status,omitempty"`
+	RetryAfter  jsonDuration `json:"retry_after,omitempty"`
+	Probability float64      `json:"probability,omitempty"`
 }
 
 // MarshalJSON writes durations as strings such as "300ms".
 func (f Fault) MarshalJSON() ([]byte, error) {
-	return json.Marshal(faultJSON{f.Kind, f.Op, f.Times, jsonDuration(f.Delay), f.Status, jsonDuration(f.RetryAfter)})
+	return json.Marshal(faultJSON{f.Kind, f.Op, f.Times, jsonDuration(f.Delay), f.Status, jsonDuration(f.RetryAfter), f.Probability})
 }
 
 // UnmarshalJSON reads durations as strings ("2s") or nanoseconds.
@@ -153,7 +191,10 @@ func (f *Fault) UnmarshalJSON(b []byte) error {
 	if err := dec.Decode(&j); err != nil {
 		return fmt.Errorf("fault: %w", err)
 	}
-	*f = Fault{j.Kind, j.Op, j.Times, time.Duration(j.Delay), j.Status, time.Duration(j.RetryAfter)}
+	*f = Fault{
+		Kind: j.Kind, Op: j.Op, Times: j.Times, Delay: time.Duration(j.Delay),
+		Status: j.Status, RetryAfter: time.Duration(j.RetryAfter), Probability: j.Probability,
+	}
 	return nil
 }
 
@@ -190,13 +231,29 @@ func mustValidFaults(fs []Fault) []Fault {
 	return slices.Clone(fs)
 }
 
-// SetFaults replaces the fault list. It panics on an invalid fault, as
+// SetFaults replaces the fault list and restarts the random source for
+// Fault.Probability from Options.Seed. It panics on an invalid fault, as
 // that is a mistake in the test that sets it.
 func (s *Server) SetFaults(f ...Fault) {
 	fs := mustValidFaults(f)
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
 	s.faults = fs
+	s.rng = newFaultRand(s.opts.Seed)
+}
+
+// newFaultRand returns the source of Fault.Probability draws.
+func newFaultRand(seed int64) *rand.Rand {
+	return rand.New(rand.NewPCG(uint64(seed), 0))
+}
+
+// draw reports whether f fires on a matching request, by its
+// Probability. The caller holds cmu.
+func (s *Server) draw(f Fault) bool {
+	if f.Probability == 0 || f.Probability >= 1 {
+		return true // no draw, so p=1 does not shift the others' draws
+	}
+	return s.rng.Float64() < f.Probability
 }
 
 // Faults returns the armed faults, with the Times they have left.
@@ -219,8 +276,10 @@ func (k FaultKind) afterCommit() bool {
 }
 
 // takeFaults fires the faults matching op: every latency fault, and the
-// first fault (in list order) of the other kinds. It counts them and
-// disarms those whose Times run out.
+// first fault (in list order) of the other kinds, each only if its
+// Probability draw passes; a non-latency fault after the one that fired
+// does not draw. It counts the fired faults and disarms those whose Times
+// run out.
 func (s *Server) takeFaults(op string) faultPlan {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
@@ -231,10 +290,14 @@ func (s *Server) takeFaults(op string) faultPlan {
 		if fire {
 			switch {
 			case f.Kind == FaultLatency:
-				plan.delay += f.Delay
+				if fire = s.draw(f); fire {
+					plan.delay += f.Delay
+				}
 			case plan.respond == nil:
-				g := f
-				plan.respond = &g
+				if fire = s.draw(f); fire {
+					g := f
+					plan.respond = &g
+				}
 			default:
 				fire = false
 			}

@@ -2,9 +2,11 @@ package sandbox
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -189,6 +191,13 @@ func TestParseFault(t *testing.T) {
 		{in: "latency,times", wantErr: "not key=value"},
 		{in: "error_before,status=42", wantErr: "not an HTTP status"},
 		{in: "error_before,times=-1", wantErr: "negative"},
+		{in: "rate_limit:create_pay_parts,probability=0.3", want: Fault{Kind: FaultRateLimit, Op: "create_pay_parts", Probability: 0.3}},
+		{in: "error_before,status=503,times=2,probability=1", want: Fault{Kind: FaultErrorBefore, Status: 503, Times: 2, Probability: 1}},
+		{in: "latency,delay=10ms,probability=0.14285714285714285", want: Fault{Kind: FaultLatency, Delay: 10 * time.Millisecond, Probability: 0.1 / 0.7}},
+		{in: "rate_limit,probability=1.5", wantErr: "probability"},
+		{in: "rate_limit,probability=-0.1", wantErr: "probability"},
+		{in: "rate_limit,probability=NaN", wantErr: "probability"},
+		{in: "rate_limit,probability=often", wantErr: "probability"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
@@ -233,5 +242,207 @@ func TestFault_JSON(t *testing.T) {
 	}
 	if err := json.Unmarshal([]byte(`{"kind":"latency","dealy":"1s"}`), &Fault{}); err == nil {
 		t.Error("unknown field accepted")
+	}
+}
+
+// fired runs takeFaults n times for op and counts the requests a
+// non-latency fault answered, by kind.
+func fired(s *Server, op string, n int) map[FaultKind]int {
+	got := map[FaultKind]int{}
+	for range n {
+		if p := s.takeFaults(op); p.respond != nil {
+			got[p.respond.Kind]++
+		}
+	}
+	return got
+}
+
+func TestFault_Probability(t *testing.T) {
+	const op = "create_pay_parts"
+	f := Fault{Kind: FaultErrorBefore, Op: op, Probability: 0.3}
+	s := New(Options{Seed: 42, Faults: []Fault{f}})
+	n := fired(s, op, 1000)[FaultErrorBefore]
+	if n < 230 || n > 370 {
+		t.Errorf("p=0.3 fired %d of 1000, want 230..370", n)
+	}
+	if c := s.State().Counters.Faults[FaultErrorBefore]; c != n {
+		t.Errorf("Counters.Faults = %d, want %d", c, n)
+	}
+	if got := fired(s, "companies", 100); len(got) != 0 {
+		t.Errorf("other op: fired %v", got)
+	}
+
+	// Same seed, same draws; SetFaults restarts the source.
+	again := fired(New(Options{Seed: 42, Faults: []Fault{f}}), op, 1000)[FaultErrorBefore]
+	s.SetFaults(f)
+	restarted := fired(s, op, 1000)[FaultErrorBefore]
+	if again != n || restarted != n {
+		t.Errorf("seed 42 fired %d, then %d in a new server and %d after SetFaults", n, again, restarted)
+	}
+	// The default seed is 1.
+	if o := New(Options{}).Options(); o.Seed != 1 {
+		t.Errorf("default Seed = %d, want 1", o.Seed)
+	}
+	if a, b := fired(New(Options{Faults: []Fault{f}}), op, 1000), fired(New(Options{Seed: 1, Faults: []Fault{f}}), op, 1000); a[FaultErrorBefore] != b[FaultErrorBefore] {
+		t.Errorf("Seed 0 fired %d, Seed 1 fired %d", a[FaultErrorBefore], b[FaultErrorBefore])
+	}
+
+	t.Run("p=1 always", func(t *testing.T) {
+		s := New(Options{Faults: []Fault{{Kind: FaultRateLimit, Probability: 1}}})
+		if n := fired(s, op, 1000)[FaultRateLimit]; n != 1000 {
+			t.Errorf("p=1 fired %d of 1000", n)
+		}
+	})
+
+	t.Run("latency draws on its own", func(t *testing.T) {
+		s := New(Options{Faults: []Fault{{Kind: FaultLatency, Delay: time.Millisecond, Probability: 0.5}}})
+		var n int
+		for range 1000 {
+			if p := s.takeFaults(op); p.delay > 0 {
+				n++
+			}
+		}
+		if n < 400 || n > 600 {
+			t.Errorf("latency p=0.5 fired %d of 1000", n)
+		}
+	})
+
+	t.Run("times counts only firing", func(t *testing.T) {
+		s := New(Options{Seed: 7, Faults: []Fault{{Kind: FaultRateLimit, Op: op, Times: 5, Probability: 0.3}}})
+		var n, requests int
+		for len(s.Faults()) > 0 {
+			before := s.Faults()[0].Times
+			requests++
+			fire := s.takeFaults(op).respond != nil
+			if fire {
+				n++
+			}
+			left := 0
+			if fs := s.Faults(); len(fs) > 0 {
+				left = fs[0].Times
+			}
+			if want := before - map[bool]int{true: 1, false: 0}[fire]; left != want {
+				t.Fatalf("request %d: fired %v, Times %d -> %d, want %d", requests, fire, before, left, want)
+			}
+			if requests > 10000 {
+				t.Fatal("never disarmed")
+			}
+		}
+		if n != 5 {
+			t.Errorf("fired %d times, want 5", n)
+		}
+		if requests <= 5 {
+			t.Errorf("disarmed after %d requests; p=0.3 should have skipped some", requests)
+		}
+		if got := fired(s, op, 100); len(got) != 0 {
+			t.Errorf("after disarm: fired %v", got)
+		}
+	})
+
+	t.Run("exact shares", func(t *testing.T) {
+		// The Fault doc's recipe: 30% / 10% / 10%, the rest served.
+		s := New(Options{Seed: 3, Faults: []Fault{
+			{Kind: FaultDropAfterCommit, Op: op, Probability: 0.3},
+			{Kind: FaultErrorBefore, Op: op, Status: 503, Probability: 0.1 / 0.7},
+			{Kind: FaultRateLimit, Op: op, Probability: 0.1 / 0.6},
+		}})
+		const n = 20000
+		got := fired(s, op, n)
+		for kind, share := range map[FaultKind]float64{FaultDropAfterCommit: 0.3, FaultErrorBefore: 0.1, FaultRateLimit: 0.1} {
+			if f := float64(got[kind]) / n; f < share-0.02 || f > share+0.02 {
+				t.Errorf("%s: share %.3f, want %.2f±0.02 (%v)", kind, f, share, got)
+			}
+		}
+	})
+
+	t.Run("concurrent", func(t *testing.T) {
+		s := New(Options{Faults: []Fault{{Kind: FaultErrorBefore, Probability: 0.3}, {Kind: FaultLatency, Probability: 0.5}}})
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() { fired(s, op, 200) })
+		}
+		wg.Go(func() {
+			for range 20 {
+				s.SetFaults(Fault{Kind: FaultRateLimit, Probability: 0.5})
+			}
+		})
+		wg.Wait()
+	})
+}
+
+func TestFault_ProbabilityJSON(t *testing.T) {
+	in := []Fault{{Kind: FaultRateLimit, Op: "create_pay_parts", Times: 3, Probability: 0.3}, {Kind: FaultLatency, Delay: time.Second, Probability: 0.1 / 0.7}}
+	b, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `[{"kind":"rate_limit","op":"create_pay_parts","times":3,"probability":0.3},{"kind":"latency","delay":"1s","probability":0.14285714285714285}]`; string(b) != want {
+		t.Errorf("marshal = %s, want %s", b, want)
+	}
+	var back []Fault
+	if err := json.Unmarshal(b, &back); err != nil || !reflect.DeepEqual(back, in) {
+		t.Errorf("round trip = %+v, %v", back, err)
+	}
+	for _, f := range in {
+		if again, err := ParseFault(f.String()); err != nil || again != f {
+			t.Errorf("String round trip: %q -> %+v, %v", f.String(), again, err)
+		}
+	}
+	for _, p := range []float64{1.5, -0.1} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("SetFaults with probability %v did not panic", p)
+				}
+			}()
+			New(Options{}).SetFaults(Fault{Kind: FaultRateLimit, Probability: p})
+		}()
+	}
+}
+
+// TestServer_FaultProbabilityHTTP goes through /graphql and PUT
+// /_sandbox/faults: a seeded run gives the same statuses twice.
+func TestServer_FaultProbabilityHTTP(t *testing.T) {
+	e := newEnv(t, Options{Seed: 99})
+	tok := e.accessToken()
+	put := func(body string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPut, e.base+"/_sandbox/faults", strings.NewReader(body))
+		resp, err := e.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, bad := range []string{`[{"kind":"rate_limit","probability":1.5}]`, `[{"kind":"rate_limit","probability":-0.1}]`} {
+		if st := put(bad); st != http.StatusBadRequest {
+			t.Errorf("PUT %s: %d, want 400", bad, st)
+		}
+	}
+	run := func() string {
+		t.Helper()
+		if st := put(`[{"kind":"rate_limit","op":"companies","probability":0.3}]`); st != http.StatusOK {
+			t.Fatalf("PUT faults: %d", st)
+		}
+		var b strings.Builder
+		for range 300 {
+			resp, _, err := e.post(tok, map[string]any{"query": `{ companies { id } }`}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "%d ", resp.StatusCode)
+		}
+		return b.String()
+	}
+	first := run()
+	if n := strings.Count(first, "429"); n < 60 || n > 120 {
+		t.Errorf("429 on %d of 300 requests, want about 90", n)
+	}
+	if strings.Count(first, "200")+strings.Count(first, "429") != 300 {
+		t.Errorf("unexpected statuses: %s", first)
+	}
+	if second := run(); second != first {
+		t.Errorf("same seed, different statuses:\n%s\n%s", first, second)
 	}
 }

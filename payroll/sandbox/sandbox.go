@@ -17,7 +17,8 @@
 //	POST /_sandbox/refresh-token                                   {"refresh_token": "..."} from IssueRefreshToken
 //
 // The /_sandbox/ endpoints are for tests and operators and need no token.
-// In fault JSON, delay and retry_after are duration strings ("300ms").
+// In fault JSON, delay and retry_after are duration strings ("300ms") and
+// probability a number.
 //
 // # Variants
 //
@@ -39,13 +40,16 @@
 // Faults (see FaultKind) make /graphql slow, refuse requests, or execute a
 // request and then lose, replace or delay its response. They are set in
 // Options.Faults, by SetFaults, or by PUT /_sandbox/faults, and apply after
-// the bearer check to requests whose root field matches Fault.Op.
+// the bearer check to requests whose root field matches Fault.Op. A fault
+// with a Probability fires on a random share of those requests, drawn from
+// a source seeded with Options.Seed (see Fault).
 package sandbox
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"regexp"
@@ -94,7 +98,10 @@ type Options struct {
 	ClientSecret       string // default "sandbox-secret"
 	Username, Password string // the fixture user for the password grant; default "demo"/"demo"
 	Faults             []Fault
-	Now                func() time.Time // clock for token expiry; default time.Now
+	// Seed seeds the PCG source (math/rand/v2) that decides whether a
+	// fault with a Probability fires, so runs are reproducible; 0 means 1.
+	Seed int64
+	Now  func() time.Time // clock for token expiry; default time.Now
 }
 
 // reservedTypeNames are the schema's own type names, which InputTypeName
@@ -134,6 +141,9 @@ func (o Options) withDefaults() Options {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
 	return o
 }
 
@@ -163,9 +173,10 @@ type Server struct {
 	schema  *graphql.Schema
 	handler http.Handler
 
-	cmu      sync.Mutex // guards counters and faults
+	cmu      sync.Mutex // guards counters, faults and rng
 	counters Counters
 	faults   []Fault
+	rng      *rand.Rand // Fault.Probability draws; restarted from opts.Seed by SetFaults
 
 	closing   chan struct{} // closed by Close: ends fault waits
 	closeOnce sync.Once
@@ -192,6 +203,7 @@ func New(opts Options) *Server {
 		auth:     newAuthority(opts),
 		counters: newCounters(),
 		faults:   slices.Clone(opts.Faults),
+		rng:      newFaultRand(opts.Seed),
 		closing:  make(chan struct{}),
 	}
 	s.schema = newSchema(s.st, opts, execTracer{})

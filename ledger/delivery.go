@@ -1,0 +1,393 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/paysync/paysync"
+)
+
+// Batch is one create_pay_parts call's worth of pay parts for a company.
+type Batch struct {
+	ID        int64     `json:"id"`
+	CompanyID string    `json:"company_id"`
+	SourceID  int64     `json:"import_id"`
+	ParentID  int64     `json:"split_from,omitempty"`
+	ReplayOf  int64     `json:"replay_of,omitempty"`
+	State     string    `json:"state"`
+	Attempts  int       `json:"attempts"`
+	LastError string    `json:"last_error,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// Item counts by state.
+	Items    int `json:"items"`
+	Pending  int `json:"pending"`
+	Created  int `json:"created"`
+	Rejected int `json:"rejected"`
+	Deleted  int `json:"deleted"`
+	Gone     int `json:"gone"`
+}
+
+// Item is one pay part of a batch.
+type Item struct {
+	ID      int64 `json:"id"`
+	BatchID int64 `json:"batch_id"`
+	Seq     int   `json:"seq"`
+	paysync.PayPartInput
+	CompanyID    string `json:"company_id"`
+	EmployeeName string `json:"employee_name"`
+	Description  string `json:"description"`
+	Rule         string `json:"rule"`
+	State        string `json:"state"`
+	PayrollID    string `json:"payroll_id,omitempty"`
+	Error        string `json:"error,omitempty"`
+}
+
+const batchCols = `b.id, b.company_id, coalesce(b.source_id, 0), coalesce(b.parent_id, 0), coalesce(b.replay_of, 0), b.state, b.attempts, b.last_error, b.created_at, b.updated_at,
+	(SELECT count(*) FROM pay_parts p WHERE p.batch_id = b.id),
+	(SELECT count(*) FROM pay_parts p WHERE p.batch_id = b.id AND p.state = 'pending'),
+	(SELECT count(*) FROM pay_parts p WHERE p.batch_id = b.id AND p.state = 'created'),
+	(SELECT count(*) FROM pay_parts p WHERE p.batch_id = b.id AND p.state = 'rejected'),
+	(SELECT count(*) FROM pay_parts p WHERE p.batch_id = b.id AND p.state = 'deleted'),
+	(SELECT count(*) FROM pay_parts p WHERE p.batch_id = b.id AND p.state = 'gone')`
+
+func scanBatch(sc interface{ Scan(...any) error }) (Batch, error) {
+	var b Batch
+	var c, u string
+	err := sc.Scan(&b.ID, &b.CompanyID, &b.SourceID, &b.ParentID, &b.ReplayOf, &b.State, &b.Attempts, &b.LastError, &c, &u,
+		&b.Items, &b.Pending, &b.Created, &b.Rejected, &b.Deleted, &b.Gone)
+	b.CreatedAt, b.UpdatedAt = parseTS(c), parseTS(u)
+	return b, err
+}
+
+func (l *Ledger) queryBatches(ctx context.Context, where string, args ...any) ([]Batch, error) {
+	rows, err := l.db.QueryContext(ctx, `SELECT `+batchCols+` FROM batches b `+where, args...)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: list batches: %w", err)
+	}
+	defer rows.Close()
+	var out []Batch
+	for rows.Next() {
+		b, err := scanBatch(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// Batch returns one batch.
+func (l *Ledger) Batch(ctx context.Context, id int64) (Batch, error) {
+	b, err := scanBatch(l.db.QueryRowContext(ctx, `SELECT `+batchCols+` FROM batches b WHERE b.id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Batch{}, fmt.Errorf("ledger: batch %d: %w", id, ErrNotFound)
+	}
+	return b, err
+}
+
+// OpenBatches lists the batches that still owe work (pending, sending,
+// failed), oldest first; sourceID 0 means all.
+func (l *Ledger) OpenBatches(ctx context.Context, sourceID int64) ([]Batch, error) {
+	if sourceID != 0 {
+		return l.queryBatches(ctx, `WHERE b.state IN ('pending','sending','failed') AND b.source_id = ? ORDER BY b.id`, sourceID)
+	}
+	return l.queryBatches(ctx, `WHERE b.state IN ('pending','sending','failed') ORDER BY b.id`)
+}
+
+// BatchesInState lists batches in one state, oldest first.
+func (l *Ledger) BatchesInState(ctx context.Context, state string) ([]Batch, error) {
+	return l.queryBatches(ctx, `WHERE b.state = ? ORDER BY b.id`, state)
+}
+
+// BatchesOfSource lists an import's batches.
+func (l *Ledger) BatchesOfSource(ctx context.Context, sourceID int64) ([]Batch, error) {
+	return l.queryBatches(ctx, `WHERE b.source_id = ? ORDER BY b.id`, sourceID)
+}
+
+// Items returns a batch's pay parts in order.
+func (l *Ledger) Items(ctx context.Context, batchID int64) ([]Item, error) {
+	rows, err := l.db.QueryContext(ctx, `SELECT id, batch_id, seq, company_id, employee_id, employee_name, code, units, rate, amount, description, rule, state, coalesce(payroll_id, ''), error
+		FROM pay_parts WHERE batch_id = ? ORDER BY seq`, batchID)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: items of batch %d: %w", batchID, err)
+	}
+	defer rows.Close()
+	var out []Item
+	for rows.Next() {
+		var it Item
+		var u, r, a sql.NullString
+		if err := rows.Scan(&it.ID, &it.BatchID, &it.Seq, &it.CompanyID, &it.EmployeeID, &it.EmployeeName, &it.Code, &u, &r, &a,
+			&it.Description, &it.Rule, &it.State, &it.PayrollID, &it.Error); err != nil {
+			return nil, err
+		}
+		it.Units, it.Rate, it.Amount = textDec(u), textDec(r), textDec(a)
+		out = append(out, it)
+	}
+	return out, rows.Err()
+}
+
+// BeginAttempt records that a call is about to be made. For op "create" the
+// batch becomes sending: if the process dies now, the next start knows the
+// outcome is unknown and reconciles before sending again.
+func (l *Ledger) BeginAttempt(ctx context.Context, batchID int64, op string, items int) (int64, error) {
+	var id int64
+	err := l.tx(ctx, "begin attempt", func(tx *sql.Tx) error {
+		now := l.ts()
+		res, err := tx.ExecContext(ctx, `INSERT INTO attempts (batch_id, op, items, started_at) VALUES (?, ?, ?, ?)`, batchID, op, items, now)
+		if err != nil {
+			return err
+		}
+		id, _ = res.LastInsertId()
+		switch op {
+		case "create":
+			_, err = tx.ExecContext(ctx, `UPDATE batches SET state = 'sending', attempts = attempts + 1, updated_at = ? WHERE id = ?`, now, batchID)
+		case "delete":
+			_, err = tx.ExecContext(ctx, `UPDATE batches SET state = 'reverting', updated_at = ? WHERE id = ?`, now, batchID)
+		}
+		return err
+	})
+	return id, err
+}
+
+// EndAttempt records an attempt's outcome and, when state is not empty,
+// moves the batch to it.
+func (l *Ledger) EndAttempt(ctx context.Context, attemptID int64, outcome string, status int, msg, state string) error {
+	return l.tx(ctx, "end attempt", func(tx *sql.Tx) error {
+		return endAttempt(ctx, tx, attemptID, outcome, status, msg, state, l.ts())
+	})
+}
+
+func endAttempt(ctx context.Context, tx *sql.Tx, attemptID int64, outcome string, status int, msg, state, now string) error {
+	var batchID int64
+	if err := tx.QueryRowContext(ctx, `UPDATE attempts SET finished_at = ?, outcome = ?, status = ?, error = ? WHERE id = ? RETURNING batch_id`,
+		now, outcome, status, msg, attemptID).Scan(&batchID); err != nil {
+		return fmt.Errorf("attempt %d: %w", attemptID, err)
+	}
+	if state != "" {
+		if _, err := tx.ExecContext(ctx, `UPDATE batches SET state = ?, last_error = ?, updated_at = ? WHERE id = ?`, state, msg, now, batchID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RecordCreated stores payroll ids for items (item id → payroll id) and the
+// attempt's outcome in one transaction. The batch becomes created when no
+// item is pending any more, else pending (the rest is sent again).
+func (l *Ledger) RecordCreated(ctx context.Context, batchID, attemptID int64, ids map[int64]string, outcome string) error {
+	return l.tx(ctx, "record created", func(tx *sql.Tx) error {
+		now := l.ts()
+		for itemID, pid := range ids {
+			res, err := tx.ExecContext(ctx, `UPDATE pay_parts SET state = 'created', payroll_id = ?, updated_at = ? WHERE id = ? AND batch_id = ? AND state = 'pending'`, pid, now, itemID, batchID)
+			if err != nil {
+				if isConstraint(err) {
+					return fmt.Errorf("payroll id %s is already recorded for another pay part", pid)
+				}
+				return err
+			}
+			if n, _ := res.RowsAffected(); n != 1 {
+				return fmt.Errorf("pay part %d of batch %d is not pending", itemID, batchID)
+			}
+		}
+		state, err := settledState(ctx, tx, batchID)
+		if err != nil {
+			return err
+		}
+		if attemptID != 0 {
+			if err := endAttempt(ctx, tx, attemptID, outcome, 0, "", "", now); err != nil {
+				return err
+			}
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE batches SET state = ?, last_error = '', updated_at = ? WHERE id = ?`, state, now, batchID)
+		return err
+	})
+}
+
+// settledState is created when nothing is pending, else pending.
+func settledState(ctx context.Context, tx *sql.Tx, batchID int64) (string, error) {
+	var pending int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pay_parts WHERE batch_id = ? AND state = 'pending'`, batchID).Scan(&pending); err != nil {
+		return "", err
+	}
+	if pending == 0 {
+		return BatchCreated, nil
+	}
+	return BatchPending, nil
+}
+
+// RejectItems marks items the API refused for good (item id → reason),
+// records a reject for each, and settles the batch.
+func (l *Ledger) RejectItems(ctx context.Context, batchID, attemptID int64, reasons map[int64]string) error {
+	return l.tx(ctx, "reject items", func(tx *sql.Tx) error {
+		now := l.ts()
+		for itemID, why := range reasons {
+			if _, err := tx.ExecContext(ctx, `UPDATE pay_parts SET state = 'rejected', error = ?, updated_at = ? WHERE id = ? AND batch_id = ? AND state = 'pending'`, why, now, itemID, batchID); err != nil {
+				return err
+			}
+			// The reject names the entries behind the pay part.
+			if _, err := tx.ExecContext(ctx, `INSERT INTO rejects (source_id, batch_id, entry_id, line, field, message, hint, created_at)
+				SELECT e.source_id, ?, e.entry_id, e.line, 'pay_part', ?, 'fix the mapping or the entry, then replay the batch', ?
+				FROM pay_part_entries pe JOIN entries e ON e.id = pe.entry_id WHERE pe.pay_part_id = ?`, batchID, why, now, itemID); err != nil {
+				return err
+			}
+		}
+		if attemptID != 0 {
+			if err := endAttempt(ctx, tx, attemptID, "rejected", 0, "", "", now); err != nil {
+				return err
+			}
+		}
+		state, err := settledState(ctx, tx, batchID)
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE batches SET state = ?, updated_at = ? WHERE id = ?`, state, now, batchID)
+		return err
+	})
+}
+
+// SplitBatch moves a batch's pending items into new child batches, one per
+// group of item ids; the parent becomes split. It returns the children.
+func (l *Ledger) SplitBatch(ctx context.Context, batchID, attemptID int64, msg string, groups [][]int64) ([]int64, error) {
+	var children []int64
+	err := l.tx(ctx, "split batch", func(tx *sql.Tx) error {
+		now := l.ts()
+		var company string
+		var source, replayOf sql.NullInt64
+		if err := tx.QueryRowContext(ctx, `SELECT company_id, source_id, replay_of FROM batches WHERE id = ?`, batchID).Scan(&company, &source, &replayOf); err != nil {
+			return err
+		}
+		for _, g := range groups {
+			if len(g) == 0 {
+				continue
+			}
+			cid, err := insertBatch(ctx, tx, company, source.Int64, batchID, replayOf.Int64, now)
+			if err != nil {
+				return err
+			}
+			for i, itemID := range g {
+				if _, err := tx.ExecContext(ctx, `UPDATE pay_parts SET batch_id = ?, seq = ?, updated_at = ? WHERE id = ? AND batch_id = ? AND state = 'pending'`, cid, i, now, itemID, batchID); err != nil {
+					return err
+				}
+			}
+			children = append(children, cid)
+		}
+		if attemptID != 0 {
+			if err := endAttempt(ctx, tx, attemptID, "rejected", 0, msg, "", now); err != nil {
+				return err
+			}
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE batches SET state = 'split', last_error = ?, updated_at = ? WHERE id = ?`, msg, now, batchID)
+		return err
+	})
+	return children, err
+}
+
+// SetBatchState moves a batch to state with a message.
+func (l *Ledger) SetBatchState(ctx context.Context, batchID int64, state, msg string) error {
+	return l.tx(ctx, "set batch state", func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE batches SET state = ?, last_error = ?, updated_at = ? WHERE id = ?`, state, msg, l.ts(), batchID)
+		return err
+	})
+}
+
+// ---- ownership: which pay parts in payroll are not ours ----
+
+// HasSnapshot reports whether the company's foreign pay parts were recorded.
+func (l *Ledger) HasSnapshot(ctx context.Context, company string) (bool, error) {
+	var n int
+	err := l.db.QueryRowContext(ctx, `SELECT count(*) FROM company_snapshots WHERE company_id = ?`, company).Scan(&n)
+	return n > 0, err
+}
+
+// AddForeign records payroll ids of pay parts that are not ours, so that
+// reconciliation never claims them. snapshot marks a full read of the
+// company's pay parts.
+func (l *Ledger) AddForeign(ctx context.Context, company string, ids []string, snapshot bool) error {
+	return l.tx(ctx, "record foreign pay parts", func(tx *sql.Tx) error {
+		now := l.ts()
+		for _, id := range ids {
+			if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO foreign_pay_parts (company_id, payroll_id, seen_at) VALUES (?, ?, ?)`, company, id, now); err != nil {
+				return err
+			}
+		}
+		if snapshot {
+			_, err := tx.ExecContext(ctx, `INSERT INTO company_snapshots (company_id, taken_at) VALUES (?, ?) ON CONFLICT (company_id) DO UPDATE SET taken_at = excluded.taken_at`, company, now)
+			return err
+		}
+		return nil
+	})
+}
+
+// Known returns the payroll ids of a company that are foreign or ours.
+func (l *Ledger) Known(ctx context.Context, company string) (map[string]bool, error) {
+	out := map[string]bool{}
+	rows, err := l.db.QueryContext(ctx, `SELECT payroll_id FROM foreign_pay_parts WHERE company_id = ?
+		UNION SELECT payroll_id FROM pay_parts WHERE company_id = ? AND payroll_id IS NOT NULL`, company, company)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: known pay parts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out[id] = true
+	}
+	return out, rows.Err()
+}
+
+// Owned returns the payroll ids recorded as ours for a company.
+func (l *Ledger) Owned(ctx context.Context, company string) (map[string]bool, error) {
+	out := map[string]bool{}
+	rows, err := l.db.QueryContext(ctx, `SELECT payroll_id FROM pay_parts WHERE company_id = ? AND payroll_id IS NOT NULL`, company)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: our pay parts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out[id] = true
+	}
+	return out, rows.Err()
+}
+
+// MarkRemoved records the outcome of a revert: deleted (by us) or gone
+// (deleted by someone else). The batch becomes reverted when none of its
+// items is created any more.
+func (l *Ledger) MarkRemoved(ctx context.Context, batchID, attemptID int64, deleted, gone []int64) error {
+	return l.tx(ctx, "record deleted", func(tx *sql.Tx) error {
+		now := l.ts()
+		for _, set := range []struct {
+			ids   []int64
+			state string
+		}{{deleted, PartDeleted}, {gone, PartGone}} {
+			for _, id := range set.ids {
+				if _, err := tx.ExecContext(ctx, `UPDATE pay_parts SET state = ?, updated_at = ? WHERE id = ? AND batch_id = ? AND state = 'created'`, set.state, now, id, batchID); err != nil {
+					return err
+				}
+			}
+		}
+		if attemptID != 0 {
+			if err := endAttempt(ctx, tx, attemptID, "ok", 0, "", "", now); err != nil {
+				return err
+			}
+		}
+		var left int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pay_parts WHERE batch_id = ? AND state = 'created'`, batchID).Scan(&left); err != nil {
+			return err
+		}
+		if left == 0 {
+			_, err := tx.ExecContext(ctx, `UPDATE batches SET state = 'reverted', last_error = '', updated_at = ? WHERE id = ?`, now, batchID)
+			return err
+		}
+		return nil
+	})
+}

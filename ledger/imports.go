@@ -1,0 +1,378 @@
+package ledger
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/paysync/paysync"
+	"github.com/shopspring/decimal"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Batch states.
+const (
+	BatchPending   = "pending"   // committed, not yet sent
+	BatchSending   = "sending"   // an attempt is (or was, at a crash) in flight
+	BatchCreated   = "created"   // every item created or rejected
+	BatchFailed    = "failed"    // retries exhausted; items stay pending
+	BatchSplit     = "split"     // the API rejected it; its items moved to child batches
+	BatchReverting = "reverting" // a revert is (or was) in progress
+	BatchReverted  = "reverted"  // every created item deleted or gone
+)
+
+// Pay part states.
+const (
+	PartPending  = "pending"
+	PartCreated  = "created"
+	PartRejected = "rejected"
+	PartDeleted  = "deleted" // deleted by paysync
+	PartGone     = "gone"    // deleted in payroll by someone else
+)
+
+// Entry states.
+const (
+	EntryMapped   = "mapped"
+	EntrySkipped  = "skipped"
+	EntryRejected = "rejected"
+)
+
+// ErrDuplicateSource is returned when a source with the same content was
+// already committed.
+var ErrDuplicateSource = errors.New("source already imported")
+
+// NewSource is an input about to be committed.
+type NewSource struct {
+	Kind    string // file, stdin, nats
+	Name    string
+	Format  string
+	Hash    string // sha256 hex of Payload
+	Payload []byte
+}
+
+// NewEntry is an entry of a source with its outcome.
+type NewEntry struct {
+	Entry  paysync.Entry
+	Hash   string // content hash (see EntryHash)
+	Status string // EntryMapped, EntrySkipped, EntryRejected
+	Note   string // skip reason
+}
+
+// NewReject is a problem with the input, kept for the audit trail.
+type NewReject struct {
+	EntryID, Field, Message, Hint string
+	Line                          int
+}
+
+// ImportIntent is everything one import commits before anything is sent.
+type ImportIntent struct {
+	Source     *NewSource // nil for a replay
+	SourceID   int64      // the source of a replay
+	ReplayOf   int64      // the batch a replay replaces (0: none)
+	Entries    []NewEntry
+	Duplicates int
+	Rejects    []NewReject
+	PayParts   []paysync.PlannedPayPart // their Entries name entry ids, new or already in the ledger
+	BatchSize  int
+}
+
+// Committed says what an intent became.
+type Committed struct {
+	SourceID int64
+	BatchIDs []int64
+}
+
+// EntryHash is the content hash of an entry (its JSON without the
+// position), the test for "same id, same content".
+func EntryHash(e paysync.Entry) (string, []byte, error) {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return "", nil, err
+	}
+	return hashHex(b), b, nil
+}
+
+// CommitImport stores the intent in one transaction: the source and its
+// payload, its entries and rejects, and the pending pay parts grouped into
+// batches per company of at most BatchSize.
+func (l *Ledger) CommitImport(ctx context.Context, in ImportIntent) (Committed, error) {
+	if in.BatchSize <= 0 {
+		in.BatchSize = 100
+	}
+	var out Committed
+	err := l.tx(ctx, "commit import", func(tx *sql.Tx) error {
+		now := l.ts()
+		if in.Source != nil {
+			gz, err := gzipBytes(in.Source.Payload)
+			if err != nil {
+				return err
+			}
+			res, err := tx.ExecContext(ctx, `INSERT INTO sources (kind, name, content_hash, format, size, payload, status, entries, duplicates, rejects, received_at)
+				VALUES (?, ?, ?, ?, ?, ?, 'committed', ?, ?, ?, ?)`,
+				in.Source.Kind, in.Source.Name, in.Source.Hash, in.Source.Format, len(in.Source.Payload), gz,
+				len(in.Entries), in.Duplicates, len(in.Rejects), now)
+			if err != nil {
+				if isConstraint(err) {
+					return ErrDuplicateSource
+				}
+				return err
+			}
+			out.SourceID, _ = res.LastInsertId()
+		} else {
+			out.SourceID = in.SourceID
+		}
+		ids := map[string]int64{}
+		insEntry, err := tx.PrepareContext(ctx, `INSERT INTO entries (source_id, entry_id, line, content_hash, data, status, note) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return err
+		}
+		defer insEntry.Close()
+		for _, e := range in.Entries {
+			data, err := json.Marshal(e.Entry)
+			if err != nil {
+				return err
+			}
+			res, err := insEntry.ExecContext(ctx, out.SourceID, e.Entry.ID, e.Entry.Line, e.Hash, data, e.Status, e.Note)
+			if err != nil {
+				if isConstraint(err) {
+					return fmt.Errorf("entry %s is already in the ledger", e.Entry.ID)
+				}
+				return err
+			}
+			ids[e.Entry.ID], _ = res.LastInsertId()
+		}
+		for _, r := range in.Rejects {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO rejects (source_id, entry_id, line, field, message, hint, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+				out.SourceID, r.EntryID, r.Line, r.Field, r.Message, r.Hint, now); err != nil {
+				return err
+			}
+		}
+		// Batches: per company, in order of first appearance, at most BatchSize each.
+		var companies []string
+		byCompany := map[string][]paysync.PlannedPayPart{}
+		for _, pp := range in.PayParts {
+			if _, ok := byCompany[pp.CompanyID]; !ok {
+				companies = append(companies, pp.CompanyID)
+			}
+			byCompany[pp.CompanyID] = append(byCompany[pp.CompanyID], pp)
+		}
+		for _, c := range companies {
+			pps := byCompany[c]
+			for start := 0; start < len(pps); start += in.BatchSize {
+				chunk := pps[start:min(start+in.BatchSize, len(pps))]
+				bid, err := insertBatch(ctx, tx, c, out.SourceID, 0, in.ReplayOf, now)
+				if err != nil {
+					return err
+				}
+				for i, pp := range chunk {
+					if err := insertPayPart(ctx, tx, bid, i, pp, ids, now); err != nil {
+						return err
+					}
+				}
+				out.BatchIDs = append(out.BatchIDs, bid)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+func insertBatch(ctx context.Context, tx *sql.Tx, company string, source, parent, replayOf int64, now string) (int64, error) {
+	res, err := tx.ExecContext(ctx, `INSERT INTO batches (company_id, source_id, parent_id, replay_of, state, created_at, updated_at) VALUES (?, ?, ?, ?, 'pending', ?, ?)`,
+		company, nullID(source), nullID(parent), nullID(replayOf), now, now)
+	if err != nil {
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+func insertPayPart(ctx context.Context, tx *sql.Tx, batch int64, seq int, pp paysync.PlannedPayPart, ids map[string]int64, now string) error {
+	res, err := tx.ExecContext(ctx, `INSERT INTO pay_parts (batch_id, seq, company_id, employee_id, employee_name, code, units, rate, amount, description, rule, state, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)`,
+		batch, seq, pp.CompanyID, pp.EmployeeID, pp.EmployeeName, pp.Code, decText(pp.Units), decText(pp.Rate), decText(pp.Amount), pp.Description, pp.Rule, now)
+	if err != nil {
+		return err
+	}
+	pid, _ := res.LastInsertId()
+	for _, ref := range pp.Entries {
+		eid, ok := ids[ref.ID]
+		if !ok {
+			if err := tx.QueryRowContext(ctx, `SELECT id FROM entries WHERE entry_id = ?`, ref.ID).Scan(&eid); err != nil {
+				return fmt.Errorf("pay part of entry %s: entry not in the ledger: %w", ref.ID, err)
+			}
+			ids[ref.ID] = eid
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO pay_part_entries (pay_part_id, entry_id) VALUES (?, ?)`, pid, eid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func nullID(id int64) any {
+	if id == 0 {
+		return nil
+	}
+	return id
+}
+
+func decText(d decimal.NullDecimal) any {
+	if !d.Valid {
+		return nil
+	}
+	return d.Decimal.String()
+}
+
+func textDec(s sql.NullString) decimal.NullDecimal {
+	if !s.Valid {
+		return decimal.NullDecimal{}
+	}
+	d, err := decimal.NewFromString(s.String)
+	if err != nil {
+		return decimal.NullDecimal{}
+	}
+	return decimal.NewNullDecimal(d)
+}
+
+func isConstraint(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT
+}
+
+func gzipBytes(b []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(b); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func gunzipBytes(b []byte) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	defer zr.Close()
+	return io.ReadAll(zr)
+}
+
+// Source is a committed input.
+type Source struct {
+	ID         int64     `json:"id"`
+	Kind       string    `json:"kind"`
+	Name       string    `json:"name"`
+	Hash       string    `json:"content_hash"`
+	Format     string    `json:"format"`
+	Size       int64     `json:"size"`
+	Status     string    `json:"status"`
+	Entries    int       `json:"entries"`
+	Duplicates int       `json:"duplicates"`
+	Rejects    int       `json:"rejects"`
+	ReceivedAt time.Time `json:"received_at"`
+}
+
+const sourceCols = `id, kind, name, content_hash, format, size, status, entries, duplicates, rejects, received_at`
+
+func scanSource(sc interface{ Scan(...any) error }) (Source, error) {
+	var s Source
+	var at string
+	err := sc.Scan(&s.ID, &s.Kind, &s.Name, &s.Hash, &s.Format, &s.Size, &s.Status, &s.Entries, &s.Duplicates, &s.Rejects, &at)
+	s.ReceivedAt = parseTS(at)
+	return s, err
+}
+
+// SourceByHash finds a committed source by content hash.
+func (l *Ledger) SourceByHash(ctx context.Context, hash string) (Source, bool, error) {
+	s, err := scanSource(l.db.QueryRowContext(ctx, `SELECT `+sourceCols+` FROM sources WHERE content_hash = ? AND kind <> 'replay'`, hash))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Source{}, false, nil
+	}
+	if err != nil {
+		return Source{}, false, fmt.Errorf("ledger: find source: %w", err)
+	}
+	return s, true, nil
+}
+
+// Source returns one source.
+func (l *Ledger) Source(ctx context.Context, id int64) (Source, error) {
+	s, err := scanSource(l.db.QueryRowContext(ctx, `SELECT `+sourceCols+` FROM sources WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Source{}, fmt.Errorf("ledger: import %d: %w", id, ErrNotFound)
+	}
+	return s, err
+}
+
+// SourcePayload returns a source's raw input.
+func (l *Ledger) SourcePayload(ctx context.Context, id int64) ([]byte, error) {
+	var gz []byte
+	if err := l.db.QueryRowContext(ctx, `SELECT payload FROM sources WHERE id = ?`, id).Scan(&gz); err != nil {
+		return nil, fmt.Errorf("ledger: payload of import %d: %w", id, err)
+	}
+	return gunzipBytes(gz)
+}
+
+// KnownEntry is an entry id already in the ledger.
+type KnownEntry struct {
+	Hash       string
+	SourceID   int64
+	SourceName string
+	ImportedAt time.Time
+}
+
+// LookupEntries returns the known entries among ids.
+func (l *Ledger) LookupEntries(ctx context.Context, ids []string) (map[string]KnownEntry, error) {
+	out := map[string]KnownEntry{}
+	const chunk = 500
+	for start := 0; start < len(ids); start += chunk {
+		part := ids[start:min(start+chunk, len(ids))]
+		args := make([]any, len(part))
+		for i, id := range part {
+			args[i] = id
+		}
+		rows, err := l.db.QueryContext(ctx, `SELECT e.entry_id, e.content_hash, s.id, s.name, s.received_at FROM entries e JOIN sources s ON s.id = e.source_id
+			WHERE e.entry_id IN (`+placeholders(len(part))+`)`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("ledger: look up entries: %w", err)
+		}
+		for rows.Next() {
+			var id, at string
+			var k KnownEntry
+			if err := rows.Scan(&id, &k.Hash, &k.SourceID, &k.SourceName, &at); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			k.ImportedAt = parseTS(at)
+			out[id] = k
+		}
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+func hashHex(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// HashPayload returns the content hash of a source payload.
+func HashPayload(b []byte) string { return hashHex(b) }
