@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -390,4 +391,39 @@ func (l *Ledger) MarkRemoved(ctx context.Context, batchID, attemptID int64, dele
 		}
 		return nil
 	})
+}
+
+// EntriesOfBatch returns the entries behind a batch's pay parts (for replay).
+func (l *Ledger) EntriesOfBatch(ctx context.Context, batchID int64) ([]paysync.Entry, error) {
+	return l.entries(ctx, `SELECT DISTINCT e.data, e.line, s.name FROM pay_parts p JOIN pay_part_entries pe ON pe.pay_part_id = p.id
+		JOIN entries e ON e.id = pe.entry_id JOIN sources s ON s.id = e.source_id WHERE p.batch_id = ? ORDER BY e.id`, batchID)
+}
+
+// EntriesOfSource returns every entry an import recorded, paid or not.
+func (l *Ledger) EntriesOfSource(ctx context.Context, sourceID int64) ([]paysync.Entry, error) {
+	return l.entries(ctx, `SELECT e.data, e.line, s.name FROM entries e JOIN sources s ON s.id = e.source_id WHERE e.source_id = ? ORDER BY e.id`, sourceID)
+}
+
+func (l *Ledger) entries(ctx context.Context, q string, arg int64) ([]paysync.Entry, error) {
+	rows, err := l.db.QueryContext(ctx, q, arg)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: entries: %w", err)
+	}
+	defer rows.Close()
+	var out []paysync.Entry
+	for rows.Next() {
+		var data []byte
+		var e paysync.Entry
+		var line int
+		var src string
+		if err := rows.Scan(&data, &line, &src); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(data, &e); err != nil {
+			return nil, fmt.Errorf("ledger: stored entry: %w", err)
+		}
+		e.Source, e.Line = src, line
+		out = append(out, e)
+	}
+	return out, rows.Err()
 }

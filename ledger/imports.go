@@ -132,7 +132,13 @@ func (l *Ledger) CommitImport(ctx context.Context, in ImportIntent) (Committed, 
 			out.SourceID = in.SourceID
 		}
 		ids := map[string]int64{}
-		insEntry, err := tx.PrepareContext(ctx, `INSERT INTO entries (source_id, entry_id, line, content_hash, data, status, note) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+		// An entry seen before but never paid (rejected or skipped) is taken
+		// again with its new content; a paid one never is.
+		insEntry, err := tx.PrepareContext(ctx, `INSERT INTO entries (source_id, entry_id, line, content_hash, data, status, note) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (entry_id) DO UPDATE SET source_id = excluded.source_id, line = excluded.line, content_hash = excluded.content_hash,
+				data = excluded.data, status = excluded.status, note = excluded.note
+			WHERE entries.status <> 'mapped'
+			RETURNING id`)
 		if err != nil {
 			return err
 		}
@@ -142,14 +148,15 @@ func (l *Ledger) CommitImport(ctx context.Context, in ImportIntent) (Committed, 
 			if err != nil {
 				return err
 			}
-			res, err := insEntry.ExecContext(ctx, out.SourceID, e.Entry.ID, e.Entry.Line, e.Hash, data, e.Status, e.Note)
+			var id int64
+			err = insEntry.QueryRowContext(ctx, out.SourceID, e.Entry.ID, e.Entry.Line, e.Hash, data, e.Status, e.Note).Scan(&id)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("entry %s was already paid through an earlier import", e.Entry.ID)
+			}
 			if err != nil {
-				if isConstraint(err) {
-					return fmt.Errorf("entry %s is already in the ledger", e.Entry.ID)
-				}
 				return err
 			}
-			ids[e.Entry.ID], _ = res.LastInsertId()
+			ids[e.Entry.ID] = id
 		}
 		for _, r := range in.Rejects {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO rejects (source_id, entry_id, line, field, message, hint, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
@@ -327,6 +334,7 @@ func (l *Ledger) SourcePayload(ctx context.Context, id int64) ([]byte, error) {
 
 // KnownEntry is an entry id already in the ledger.
 type KnownEntry struct {
+	Status     string // EntryMapped, EntrySkipped, EntryRejected
 	Hash       string
 	SourceID   int64
 	SourceName string
@@ -343,7 +351,7 @@ func (l *Ledger) LookupEntries(ctx context.Context, ids []string) (map[string]Kn
 		for i, id := range part {
 			args[i] = id
 		}
-		rows, err := l.db.QueryContext(ctx, `SELECT e.entry_id, e.content_hash, s.id, s.name, s.received_at FROM entries e JOIN sources s ON s.id = e.source_id
+		rows, err := l.db.QueryContext(ctx, `SELECT e.entry_id, e.status, e.content_hash, s.id, s.name, s.received_at FROM entries e JOIN sources s ON s.id = e.source_id
 			WHERE e.entry_id IN (`+placeholders(len(part))+`)`, args...)
 		if err != nil {
 			return nil, fmt.Errorf("ledger: look up entries: %w", err)
@@ -351,7 +359,7 @@ func (l *Ledger) LookupEntries(ctx context.Context, ids []string) (map[string]Kn
 		for rows.Next() {
 			var id, at string
 			var k KnownEntry
-			if err := rows.Scan(&id, &k.Hash, &k.SourceID, &k.SourceName, &at); err != nil {
+			if err := rows.Scan(&id, &k.Status, &k.Hash, &k.SourceID, &k.SourceName, &at); err != nil {
 				rows.Close()
 				return nil, err
 			}

@@ -1,0 +1,390 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/paysync/paysync"
+	"github.com/paysync/paysync/ledger"
+	"github.com/paysync/paysync/payroll"
+)
+
+// Payroll is what the worker needs from the payroll API (*payroll.Client).
+type Payroll interface {
+	CreatePayParts(ctx context.Context, companyID string, items []paysync.PayPartInput) ([]paysync.PayPart, error)
+	DeletePayParts(ctx context.Context, companyID string, ids []string) (payroll.DeleteResult, error)
+	PayParts(ctx context.Context, companyID string) ([]paysync.PayPart, error)
+}
+
+// Ledger is what delivery needs from the ledger (*ledger.Ledger).
+type Ledger interface {
+	Batch(ctx context.Context, id int64) (ledger.Batch, error)
+	Items(ctx context.Context, batchID int64) ([]ledger.Item, error)
+	OpenBatches(ctx context.Context, sourceID int64) ([]ledger.Batch, error)
+	BatchesInState(ctx context.Context, state string) ([]ledger.Batch, error)
+	BeginAttempt(ctx context.Context, batchID int64, op string, items int) (int64, error)
+	EndAttempt(ctx context.Context, attemptID int64, outcome string, status int, msg, state string) error
+	RecordCreated(ctx context.Context, batchID, attemptID int64, ids map[int64]string, outcome string) error
+	RejectItems(ctx context.Context, batchID, attemptID int64, reasons map[int64]string) error
+	SplitBatch(ctx context.Context, batchID, attemptID int64, msg string, groups [][]int64) ([]int64, error)
+	SetBatchState(ctx context.Context, batchID int64, state, msg string) error
+	AddForeign(ctx context.Context, company string, ids []string, snapshot bool) error
+	Known(ctx context.Context, company string) (map[string]bool, error)
+	Owned(ctx context.Context, company string) (map[string]bool, error)
+	MarkRemoved(ctx context.Context, batchID, attemptID int64, deleted, gone []int64) error
+}
+
+var _ Ledger = (*ledger.Ledger)(nil)
+var _ Payroll = (*payroll.Client)(nil)
+
+// Stats counts what a Deliverer did.
+type Stats struct {
+	Created    int // pay parts created
+	Rejected   int // pay parts the API refused
+	Reconciled int // pay parts found created after an ambiguous outcome
+	Deleted    int // pay parts deleted by a revert
+	Gone       int // pay parts already deleted by someone else
+	Attempts   int // create/delete calls
+	Failed     int // batches that ran out of attempts
+}
+
+// Deliverer sends batches and reverts them, following the ledger-first rule.
+type Deliverer struct {
+	L           Ledger
+	P           Payroll
+	Log         *slog.Logger
+	MaxAttempts int                                          // per batch, for not-applied failures (default 8)
+	DeleteChunk int                                          // pay part ids per delete_pay_parts call (default 100)
+	Sleep       func(ctx context.Context, d time.Duration) error // default: a timer that honours ctx
+	OnProgress  func(created int)                            // called after each batch outcome
+
+	Stats       Stats
+	snapshotted map[string]bool
+}
+
+// ErrRevoked stops all sending: the payroll connection was revoked.
+var ErrRevoked = payroll.ErrRevoked
+
+func (d *Deliverer) init() {
+	if d.MaxAttempts <= 0 {
+		d.MaxAttempts = 8
+	}
+	if d.DeleteChunk <= 0 {
+		d.DeleteChunk = 100
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.Sleep == nil {
+		d.Sleep = sleepCtx
+	}
+	if d.snapshotted == nil {
+		d.snapshotted = map[string]bool{}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// backoff is exponential with full jitter, 100ms·2^n capped at 10s, and
+// never shorter than the server's Retry-After.
+func backoff(attempt int, retryAfter time.Duration) time.Duration {
+	ceil := min(100*time.Millisecond<<min(attempt, 7), 10*time.Second)
+	d := time.Duration(rand.Int64N(int64(ceil))) + 20*time.Millisecond
+	return max(d, retryAfter)
+}
+
+// Recover finishes what a previous run left in flight: batches left
+// sending are reconciled, reverts left half done are finished. It runs
+// before any new work.
+func (d *Deliverer) Recover(ctx context.Context) error {
+	d.init()
+	sending, err := d.L.BatchesInState(ctx, ledger.BatchSending)
+	if err != nil {
+		return err
+	}
+	for _, b := range sending {
+		d.Log.Info("reconciling a batch left in flight", "batch", b.ID, "company", b.CompanyID)
+		if err := d.reconcile(ctx, b.ID, b.CompanyID); err != nil {
+			return fmt.Errorf("recover batch %d: %w", b.ID, err)
+		}
+	}
+	reverting, err := d.L.BatchesInState(ctx, ledger.BatchReverting)
+	if err != nil {
+		return err
+	}
+	for _, b := range reverting {
+		d.Log.Info("finishing a revert left half done", "batch", b.ID)
+		if err := d.revertBatch(ctx, b.ID); err != nil {
+			return fmt.Errorf("recover revert of batch %d: %w", b.ID, err)
+		}
+	}
+	return nil
+}
+
+// Deliver sends the given batches (and the batches they split into) in
+// order. It stops at the first revocation or context end; other failures
+// leave a batch failed and go on with the next.
+func (d *Deliverer) Deliver(ctx context.Context, batchIDs []int64) error {
+	d.init()
+	queue := append([]int64(nil), batchIDs...)
+	for len(queue) > 0 {
+		id := queue[0]
+		queue = queue[1:]
+		children, err := d.deliverBatch(ctx, id)
+		if err != nil {
+			return err
+		}
+		queue = append(children, queue...)
+	}
+	return nil
+}
+
+// ensureSnapshot records the company's existing pay parts as foreign before
+// the first send of this run. Never while one of its batches is unreconciled.
+func (d *Deliverer) ensureSnapshot(ctx context.Context, company string) error {
+	if d.snapshotted[company] {
+		return nil
+	}
+	sending, err := d.L.BatchesInState(ctx, ledger.BatchSending)
+	if err != nil {
+		return err
+	}
+	for _, b := range sending {
+		if b.CompanyID == company {
+			if err := d.reconcile(ctx, b.ID, company); err != nil {
+				return err
+			}
+		}
+	}
+	current, err := d.P.PayParts(ctx, company)
+	if err != nil {
+		return fmt.Errorf("read pay parts of company %s before sending: %w", company, err)
+	}
+	owned, err := d.L.Owned(ctx, company)
+	if err != nil {
+		return err
+	}
+	var foreign []string
+	for _, p := range current {
+		if !owned[p.ID] {
+			foreign = append(foreign, p.ID)
+		}
+	}
+	if err := d.L.AddForeign(ctx, company, foreign, true); err != nil {
+		return err
+	}
+	d.snapshotted[company] = true
+	return nil
+}
+
+func pendingItems(items []ledger.Item) []ledger.Item {
+	var out []ledger.Item
+	for _, it := range items {
+		if it.State == ledger.PartPending {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// deliverBatch sends one batch until every item is created or rejected,
+// the batch fails, or it splits (the children are returned).
+func (d *Deliverer) deliverBatch(ctx context.Context, id int64) ([]int64, error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		b, err := d.L.Batch(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		switch b.State {
+		case ledger.BatchCreated, ledger.BatchSplit, ledger.BatchReverting, ledger.BatchReverted:
+			return nil, nil
+		case ledger.BatchSending:
+			if err := d.reconcile(ctx, id, b.CompanyID); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		items, err := d.L.Items(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		pending := pendingItems(items)
+		if len(pending) == 0 {
+			return nil, d.L.RecordCreated(ctx, id, 0, nil, "")
+		}
+		if b.State == ledger.BatchFailed {
+			// A new run tries a failed batch again from the start.
+			if err := d.L.SetBatchState(ctx, id, ledger.BatchPending, b.LastError); err != nil {
+				return nil, err
+			}
+		}
+		if err := d.ensureSnapshot(ctx, b.CompanyID); err != nil {
+			return nil, err
+		}
+		inputs := make([]paysync.PayPartInput, len(pending))
+		for i, it := range pending {
+			inputs[i] = it.PayPartInput
+		}
+		att, err := d.L.BeginAttempt(ctx, id, "create", len(pending))
+		if err != nil {
+			return nil, err
+		}
+		d.Stats.Attempts++
+		created, err := d.P.CreatePayParts(ctx, b.CompanyID, inputs)
+		if err == nil {
+			ids := make(map[int64]string, len(created))
+			for i, p := range created {
+				ids[pending[i].ID] = p.ID
+			}
+			if err := d.L.RecordCreated(ctx, id, att, ids, "ok"); err != nil {
+				return nil, err
+			}
+			d.Stats.Created += len(created)
+			d.progress()
+			continue
+		}
+		var pe *payroll.Error
+		if !errors.As(err, &pe) {
+			// The context ended (or something unexpected): the request may
+			// have gone out. Leave the batch sending: the next run reconciles.
+			_ = d.L.EndAttempt(context.WithoutCancel(ctx), att, "interrupted", 0, err.Error(), "")
+			return nil, err
+		}
+		msg := pe.Error()
+		switch pe.Class {
+		case payroll.NotApplied:
+			state := ledger.BatchPending
+			if b.Attempts+1 >= d.MaxAttempts {
+				state = ledger.BatchFailed
+			}
+			if err := d.L.EndAttempt(ctx, att, "not_applied", pe.StatusCode, msg, state); err != nil {
+				return nil, err
+			}
+			if state == ledger.BatchFailed {
+				d.Stats.Failed++
+				d.Log.Warn("batch failed: attempts exhausted", "batch", id, "attempts", b.Attempts+1, "err", msg)
+				return nil, nil
+			}
+			if err := d.Sleep(ctx, backoff(b.Attempts, pe.RetryAfter)); err != nil {
+				return nil, err
+			}
+		case payroll.Rejected:
+			switch {
+			case pe.Index >= 0 && pe.Index < len(pending):
+				if err := d.L.RejectItems(ctx, id, att, map[int64]string{pending[pe.Index].ID: pe.Reason}); err != nil {
+					return nil, err
+				}
+				d.Stats.Rejected++
+			case len(pending) == 1:
+				if err := d.L.RejectItems(ctx, id, att, map[int64]string{pending[0].ID: pe.Reason}); err != nil {
+					return nil, err
+				}
+				d.Stats.Rejected++
+			default:
+				// The server did not say which item: isolate it by halves.
+				half := len(pending) / 2
+				var a, c []int64
+				for i, it := range pending {
+					if i < half {
+						a = append(a, it.ID)
+					} else {
+						c = append(c, it.ID)
+					}
+				}
+				return d.L.SplitBatch(ctx, id, att, msg, [][]int64{a, c})
+			}
+		case payroll.Ambiguous:
+			if err := d.L.EndAttempt(ctx, att, "ambiguous", pe.StatusCode, msg, ""); err != nil {
+				return nil, err
+			}
+			if err := d.reconcile(ctx, id, b.CompanyID); err != nil {
+				return nil, err
+			}
+		case payroll.Revoked:
+			if err := d.L.EndAttempt(ctx, att, "revoked", 0, msg, ledger.BatchPending); err != nil {
+				return nil, err
+			}
+			return nil, err
+		}
+	}
+}
+
+func (d *Deliverer) progress() {
+	if d.OnProgress != nil {
+		d.OnProgress(d.Stats.Created)
+	}
+}
+
+// reconcile settles a batch whose last create may or may not have executed:
+// each pending item is matched to a distinct pay part of the company that
+// is neither ours already nor foreign. The batch leaves sending only when
+// the read succeeded.
+func (d *Deliverer) reconcile(ctx context.Context, id int64, company string) error {
+	items, err := d.L.Items(ctx, id)
+	if err != nil {
+		return err
+	}
+	pending := pendingItems(items)
+	att, err := d.L.BeginAttempt(ctx, id, "reconcile", len(pending))
+	if err != nil {
+		return err
+	}
+	var current []paysync.PayPart
+	for try := 0; ; try++ {
+		current, err = d.P.PayParts(ctx, company)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, payroll.ErrRevoked) || try >= d.MaxAttempts || ctx.Err() != nil {
+			_ = d.L.EndAttempt(context.WithoutCancel(ctx), att, "failed", 0, err.Error(), "")
+			return fmt.Errorf("reconcile batch %d: read pay parts of company %s: %w", id, company, err)
+		}
+		var pe *payroll.Error
+		var ra time.Duration
+		if errors.As(err, &pe) {
+			ra = pe.RetryAfter
+		}
+		if err := d.Sleep(ctx, backoff(try, ra)); err != nil {
+			return err
+		}
+	}
+	known, err := d.L.Known(ctx, company)
+	if err != nil {
+		return err
+	}
+	used := map[string]bool{}
+	ids := map[int64]string{}
+	for _, it := range pending {
+		for _, p := range current {
+			if known[p.ID] || used[p.ID] || !p.Matches(it.PayPartInput) {
+				continue
+			}
+			ids[it.ID], used[p.ID] = p.ID, true
+			break
+		}
+	}
+	if err := d.L.RecordCreated(ctx, id, att, ids, fmt.Sprintf("reconciled %d of %d", len(ids), len(pending))); err != nil {
+		return err
+	}
+	d.Stats.Reconciled += len(ids)
+	d.Stats.Created += len(ids)
+	d.Log.Info("reconciled", "batch", id, "found", len(ids), "pending", len(pending)-len(ids))
+	d.progress()
+	return nil
+}
