@@ -106,10 +106,17 @@ func (f *FileStore) Save(_ context.Context, t StoredToken) error {
 // Lock takes an exclusive advisory lock shared by all processes using this
 // file. It waits until the lock is free or ctx ends.
 func (f *FileStore) Lock(ctx context.Context) (func(), error) {
-	if err := os.MkdirAll(filepath.Dir(f.Path), 0o700); err != nil {
-		return nil, fmt.Errorf("create token dir: %w", err)
+	return LockFile(ctx, f.Path+".lock")
+}
+
+// LockFile takes an exclusive advisory lock (flock) on path, creating it
+// with mode 0600; it waits until the lock is free or ctx ends. The returned
+// function releases it.
+func LockFile(ctx context.Context, path string) (func(), error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create lock dir: %w", err)
 	}
-	lf, err := os.OpenFile(f.Path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	lf, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open lock file: %w", err)
 	}
@@ -123,12 +130,12 @@ func (f *FileStore) Lock(ctx context.Context) (func(), error) {
 		}
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			lf.Close()
-			return nil, fmt.Errorf("lock %s: %w", lf.Name(), err)
+			return nil, fmt.Errorf("lock %s: %w", path, err)
 		}
 		select {
 		case <-ctx.Done():
 			lf.Close()
-			return nil, fmt.Errorf("lock %s: %w", lf.Name(), ctx.Err())
+			return nil, fmt.Errorf("lock %s: %w", path, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

@@ -57,10 +57,10 @@ type Deliverer struct {
 	L           Ledger
 	P           Payroll
 	Log         *slog.Logger
-	MaxAttempts int                                          // per batch, for not-applied failures (default 8)
-	DeleteChunk int                                          // pay part ids per delete_pay_parts call (default 100)
+	MaxAttempts int                                              // per batch, for not-applied failures (default 8)
+	DeleteChunk int                                              // pay part ids per delete_pay_parts call (default 100)
 	Sleep       func(ctx context.Context, d time.Duration) error // default: a timer that honours ctx
-	OnProgress  func(created int)                            // called after each batch outcome
+	OnProgress  func(created int)                                // called after each batch outcome
 
 	Stats       Stats
 	snapshotted map[string]bool

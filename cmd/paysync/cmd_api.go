@@ -23,25 +23,27 @@ func companyFor(ctx context.Context, cfg *config, cl *payroll.Client) (string, e
 
 func runMeta(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 	var asJSON, showSchema bool
-	_, cl, err := apiSetup(ctx, "meta", "meta [--json] [--schema]", args, io, env, func(fs *flag.FlagSet) {
+	s, err := apiSetup(ctx, "meta", "meta [--json] [--schema]", args, io, env, func(fs *flag.FlagSet) {
 		fs.BoolVar(&asJSON, "json", false, "print JSON")
 		fs.BoolVar(&showSchema, "schema", false, "also print what the schema probe found")
 	})
 	if err != nil {
 		return err
 	}
+	defer s.Close()
+	cl := s.cl
 	meta, err := cl.PayPartsMeta(ctx)
 	if err != nil {
 		return err
 	}
-	s, err := cl.Schema(ctx)
+	schema, err := cl.Schema(ctx)
 	if err != nil {
 		return err
 	}
 	if asJSON {
 		out := map[string]any{"pay_parts_meta": meta}
 		if showSchema {
-			out["schema"] = s.Describe()
+			out["schema"] = schema.Describe()
 		}
 		return writeJSON(io.out, out)
 	}
@@ -49,20 +51,21 @@ func runMeta(ctx context.Context, args []string, io stdio, env lookupEnv) error 
 		return err
 	}
 	if showSchema {
-		fmt.Fprintf(io.out, "\nschema: %s\n", s.Describe())
+		fmt.Fprintf(io.out, "\nschema: %s\n", schema.Describe())
 	}
 	return nil
 }
 
 func runCompanies(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 	var asJSON bool
-	_, cl, err := apiSetup(ctx, "companies", "companies [--json]", args, io, env, func(fs *flag.FlagSet) {
+	s, err := apiSetup(ctx, "companies", "companies [--json]", args, io, env, func(fs *flag.FlagSet) {
 		fs.BoolVar(&asJSON, "json", false, "print JSON")
 	})
 	if err != nil {
 		return err
 	}
-	cs, err := cl.Companies(ctx, nil)
+	defer s.Close()
+	cs, err := s.cl.Companies(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -78,9 +81,9 @@ func runCompanies(ctx context.Context, args []string, io stdio, env lookupEnv) e
 
 // companySetup is apiSetup for commands that work on one company: it adds
 // --json and --company and resolves the company.
-func companySetup(ctx context.Context, name string, args []string, io stdio, env lookupEnv) (cl *payroll.Client, companyID string, asJSON bool, err error) {
+func companySetup(ctx context.Context, name string, args []string, io stdio, env lookupEnv) (s *session, companyID string, asJSON bool, err error) {
 	var company string
-	cfg, cl, err := apiSetup(ctx, name, name+" [--company ID] [--json]", args, io, env, func(fs *flag.FlagSet) {
+	s, err = apiSetup(ctx, name, name+" [--company ID] [--json]", args, io, env, func(fs *flag.FlagSet) {
 		fs.BoolVar(&asJSON, "json", false, "print JSON")
 		fs.StringVar(&company, "company", "", "company id (default PAYSYNC_COMPANY_ID, else the current company)")
 	})
@@ -88,18 +91,22 @@ func companySetup(ctx context.Context, name string, args []string, io stdio, env
 		return nil, "", false, err
 	}
 	if company != "" {
-		cfg.CompanyID = company
+		s.cfg.CompanyID = company
 	}
-	companyID, err = companyFor(ctx, cfg, cl)
-	return cl, companyID, asJSON, err
+	companyID, err = companyFor(ctx, s.cfg, s.cl)
+	if err != nil {
+		s.Close()
+	}
+	return s, companyID, asJSON, err
 }
 
 func runEmployees(ctx context.Context, args []string, io stdio, env lookupEnv) error {
-	cl, id, asJSON, err := companySetup(ctx, "employees", args, io, env)
+	s, id, asJSON, err := companySetup(ctx, "employees", args, io, env)
 	if err != nil {
 		return err
 	}
-	co, err := cl.Company(ctx, id)
+	defer s.Close()
+	co, err := s.cl.Company(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -111,11 +118,12 @@ func runEmployees(ctx context.Context, args []string, io stdio, env lookupEnv) e
 }
 
 func runPayParts(ctx context.Context, args []string, io stdio, env lookupEnv) error {
-	cl, id, asJSON, err := companySetup(ctx, "payparts", args, io, env)
+	s, id, asJSON, err := companySetup(ctx, "payparts", args, io, env)
 	if err != nil {
 		return err
 	}
-	pps, err := cl.PayParts(ctx, id)
+	defer s.Close()
+	pps, err := s.cl.PayParts(ctx, id)
 	if err != nil {
 		return err
 	}

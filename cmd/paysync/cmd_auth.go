@@ -46,12 +46,14 @@ type authStatus struct {
 
 func runAuthStatus(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 	var asJSON bool
-	cfg, cl, err := apiSetup(ctx, "auth status", "auth status [--json]", args, io, env, func(fs *flag.FlagSet) {
+	s, err := apiSetup(ctx, "auth status", "auth status [--json]", args, io, env, func(fs *flag.FlagSet) {
 		fs.BoolVar(&asJSON, "json", false, "print JSON")
 	})
 	if err != nil {
 		return err
 	}
+	defer s.Close()
+	cfg, cl := s.cfg, s.cl
 	authURL := cfg.AuthURL
 	if authURL == "" {
 		authURL = cfg.PayrollURL
@@ -60,10 +62,10 @@ func runAuthStatus(ctx context.Context, args []string, io stdio, env lookupEnv) 
 		GraphQLURL:      cl.GraphQLURL(),
 		TokenURL:        payroll.TokenURL(authURL, cfg.AuthRealm),
 		ClientID:        cfg.ClientID,
-		TokenFile:       cfg.tokenFile(),
+		TokenFile:       tokenPlace(s),
 		ConfiguredToken: payroll.Fingerprint(string(cfg.RefreshToken)),
 	}
-	store := &payroll.FileStore{Path: st.TokenFile}
+	store := s.tokenStore()
 	before, lerr := store.Load(ctx)
 	switch {
 	case lerr == nil:
@@ -74,7 +76,7 @@ func runAuthStatus(ctx context.Context, args []string, io stdio, env lookupEnv) 
 	}
 	switch {
 	case st.StoredToken != "" && (st.ConfiguredToken == "" || st.StoredFromConfig):
-		st.RefreshTokenSource = "token file (rotated from the configured token)"
+		st.RefreshTokenSource = "token store (rotated from the configured token)"
 	case st.ConfiguredToken != "":
 		st.RefreshTokenSource = "PAYSYNC_REFRESH_TOKEN"
 	default:
@@ -91,11 +93,11 @@ func runAuthStatus(ctx context.Context, args []string, io stdio, env lookupEnv) 
 		st.RotatedNow = payroll.Fingerprint(after.RefreshToken) != st.StoredToken
 		st.StoredToken = payroll.Fingerprint(after.RefreshToken)
 	}
-	s, err := cl.Schema(ctx)
+	schema, err := cl.Schema(ctx)
 	if err != nil {
 		return err
 	}
-	st.Schema = s.Describe()
+	st.Schema = schema.Describe()
 	if asJSON {
 		return writeJSON(io.out, st)
 	}
@@ -105,7 +107,7 @@ func runAuthStatus(ctx context.Context, args []string, io stdio, env lookupEnv) 
 	t.row("token endpoint", st.TokenURL)
 	t.row("client id", st.ClientID)
 	t.row("refresh token from", st.RefreshTokenSource)
-	t.row("token file", st.TokenFile+" (mode 0600)")
+	t.row("token store", st.TokenFile+" (mode 0600)")
 	if st.StoredToken != "" {
 		rot := "not rotated by this refresh"
 		if st.RotatedNow {
@@ -157,10 +159,6 @@ func runAuthPassword(ctx context.Context, args []string, io stdio, env lookupEnv
 	if authURL == "" {
 		authURL = cfg.PayrollURL
 	}
-	pc, err := cfg.payrollConfig(nil)
-	if err != nil {
-		return err
-	}
 	tok, err := payroll.PasswordGrant(ctx, payroll.TokenConfig{
 		AuthURL: authURL, Realm: cfg.AuthRealm, ClientID: cfg.ClientID, ClientSecret: string(cfg.ClientSecret),
 	}, username, password)
@@ -171,13 +169,26 @@ func runAuthPassword(ctx context.Context, args []string, io stdio, env lookupEnv
 		return errors.New("auth password: the server returned no refresh token")
 	}
 	if save {
+		s, err := cfg.connect(ctx, io, false)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
 		fp := payroll.Fingerprint(tok.RefreshToken)
-		if err := pc.Store.Save(ctx, payroll.StoredToken{RefreshToken: tok.RefreshToken, Seed: fp}); err != nil {
+		if err := s.tokenStore().Save(ctx, payroll.StoredToken{RefreshToken: tok.RefreshToken, Seed: fp}); err != nil {
 			return fmt.Errorf("auth password: save: %w", err)
 		}
-		fmt.Fprintf(io.out, "refresh token saved to %s (fingerprint %s); leave PAYSYNC_REFRESH_TOKEN unset to use it\n", cfg.tokenFile(), fp)
+		fmt.Fprintf(io.out, "refresh token saved to %s (fingerprint %s); leave PAYSYNC_REFRESH_TOKEN unset to use it\n", tokenPlace(s), fp)
 		return nil
 	}
 	fmt.Fprintln(io.out, tok.RefreshToken)
 	return nil
+}
+
+// tokenPlace names where the rotated refresh token is kept.
+func tokenPlace(s *session) string {
+	if s.led != nil && s.cfg.TokenFile == "" {
+		return "ledger " + s.led.Path()
+	}
+	return s.cfg.tokenFile()
 }

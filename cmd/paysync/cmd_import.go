@@ -112,9 +112,6 @@ func runImport(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	if len(files) == 0 {
 		return usagef("import: name at least one file, or - for standard input")
 	}
-	if !f.dryRun {
-		return usagef("import: only --dry-run is available in this version: sending needs the ledger, which comes with the next release")
-	}
 	opts, err := f.readOptions()
 	if err != nil {
 		return err
@@ -134,21 +131,18 @@ func runImport(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	if f.noAggregate {
 		rules.Aggregate = false
 	}
-	if err := cfg.validate(); err != nil {
-		return err
-	}
-	pc, err := cfg.payrollConfig(cfg.logger(io.err))
-	if err != nil {
-		return err
-	}
-	cl, err := payroll.New(pc)
-	if err != nil {
-		return usagef("config: %v", err)
-	}
 	if f.company != "" {
 		cfg.CompanyID = f.company
 	}
-	rep, err := planImport(ctx, cl, rules, cfg.CompanyID, files, opts, io.in)
+	s, err := cfg.connect(ctx, io, !f.dryRun)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if !f.dryRun {
+		return sendImport(ctx, s, rules, files, opts, f.asJSON, io)
+	}
+	rep, err := planImport(ctx, s.cl, rules, cfg.CompanyID, files, opts, io.in)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paysync/paysync/ledger"
 	"github.com/paysync/paysync/payroll"
 	"github.com/sethvargo/go-envconfig"
 )
@@ -49,6 +50,8 @@ type config struct {
 	IDType       string        `env:"PAYSYNC_ID_TYPE"`
 	LogLevel     string        `env:"PAYSYNC_LOG_LEVEL, default=info"`
 	Mapping      string        `env:"PAYSYNC_MAPPING"`
+	Ledger       string        `env:"PAYSYNC_LEDGER"`
+	BatchSize    int           `env:"PAYSYNC_BATCH_SIZE, default=100"`
 }
 
 // loadConfig reads the environment. Errors name the variable.
@@ -89,6 +92,7 @@ func (c *config) apiFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ClientID, "client-id", c.ClientID, "OAuth2 client id (PAYSYNC_CLIENT_ID)")
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile, "file keeping the rotated refresh token, mode 0600 (PAYSYNC_TOKEN_FILE)")
 	fs.DurationVar(&c.HTTPTimeout, "timeout", c.HTTPTimeout, "timeout of one API request (PAYSYNC_HTTP_TIMEOUT)")
+	fs.StringVar(&c.Ledger, "ledger", c.Ledger, "ledger file (PAYSYNC_LEDGER; default $XDG_STATE_HOME/paysync/ledger.db)")
 	fs.StringVar(&c.WireNumbers, "wire-numbers", c.WireNumbers, "units/rate/amount on the wire: auto (introspect), float or int (PAYSYNC_WIRE_NUMBERS)")
 }
 
@@ -121,6 +125,9 @@ func (c *config) validate() error {
 	}
 	if !c.SchemaProbe && c.WireNumbers == "auto" {
 		return usagef("config: PAYSYNC_SCHEMA_PROBE=false needs PAYSYNC_WIRE_NUMBERS=float or int (without introspection paysync cannot tell)")
+	}
+	if c.BatchSize < 1 || c.BatchSize > 1000 {
+		return usagef("config: PAYSYNC_BATCH_SIZE: %d is outside 1..1000", c.BatchSize)
 	}
 	if c.WireIntScale < 0 || c.WireIntScale > 6 {
 		return usagef("config: PAYSYNC_WIRE_INT_SCALE: %d is outside 0..6", c.WireIntScale)
@@ -163,7 +170,7 @@ func (c *config) payrollConfig(log *slog.Logger) (payroll.Config, error) {
 		ClientID:     c.ClientID,
 		ClientSecret: string(c.ClientSecret),
 		RefreshToken: string(c.RefreshToken),
-		Store:        &payroll.FileStore{Path: c.tokenFile()},
+		Store:        &payroll.FileStore{Path: c.tokenFile()}, // replaced by the ledger's store in apiSetup unless PAYSYNC_TOKEN_FILE is set
 		Timeout:      c.HTTPTimeout,
 		Logger:       log,
 		Schema: payroll.SchemaOverrides{
@@ -200,12 +207,40 @@ func (c *config) logger(w interface{ Write([]byte) (int, error) }) *slog.Logger 
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
 }
 
+// session is what a command that talks to the payroll API holds: the
+// configuration, the client, and (unless PAYSYNC_TOKEN_FILE keeps the token
+// in a file) the ledger that stores the rotated refresh token.
+type session struct {
+	cfg *config
+	cl  *payroll.Client
+	led *ledger.Ledger // nil when not opened
+}
+
+func (s *session) Close() {
+	if s.led != nil {
+		s.led.Close()
+	}
+}
+
+// tokenStore returns the store of the rotated refresh token.
+func (s *session) tokenStore() payroll.TokenStore {
+	if s.led != nil && s.cfg.TokenFile == "" {
+		return ledgerTokens{s.led}
+	}
+	return &payroll.FileStore{Path: s.cfg.tokenFile()}
+}
+
 // apiSetup loads the configuration, parses the command's flags (after
-// registering extra ones via more) and returns a payroll client.
-func apiSetup(ctx context.Context, name, synopsis string, args []string, io stdio, env lookupEnv, more func(fs *flag.FlagSet)) (*config, *payroll.Client, error) {
+// registering extra ones via more), opens the ledger when the token lives
+// there or needLedger, and returns a payroll client. Close the session.
+func apiSetup(ctx context.Context, name, synopsis string, args []string, io stdio, env lookupEnv, more func(fs *flag.FlagSet)) (*session, error) {
+	return apiSetupLedger(ctx, name, synopsis, args, io, env, false, more)
+}
+
+func apiSetupLedger(ctx context.Context, name, synopsis string, args []string, io stdio, env lookupEnv, needLedger bool, more func(fs *flag.FlagSet)) (*session, error) {
 	cfg, err := loadConfig(ctx, env)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	fs := newFlagSet(name, synopsis, io)
 	cfg.apiFlags(fs)
@@ -213,18 +248,30 @@ func apiSetup(ctx context.Context, name, synopsis string, args []string, io stdi
 		more(fs)
 	}
 	if err := parseFlags(fs, args); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	return cfg.connect(ctx, io, needLedger)
+}
+
+// connect validates the configuration and builds the session.
+func (cfg *config) connect(ctx context.Context, io stdio, needLedger bool) (*session, error) {
 	if err := cfg.validate(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	pc, err := cfg.payrollConfig(cfg.logger(io.err))
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	cl, err := payroll.New(pc)
-	if err != nil {
-		return nil, nil, usagef("config: %v", err)
+	s := &session{cfg: cfg}
+	if needLedger || cfg.TokenFile == "" {
+		if s.led, err = cfg.openLedger(ctx); err != nil {
+			return nil, err
+		}
 	}
-	return &cfg, cl, nil
+	pc.Store = s.tokenStore()
+	if s.cl, err = payroll.New(pc); err != nil {
+		s.Close()
+		return nil, usagef("config: %v", err)
+	}
+	return s, nil
 }

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/paysync/paysync/ledger"
+	"github.com/paysync/paysync/mapping"
+	"github.com/paysync/paysync/worker"
+)
+
+// maxImportBytes bounds one import's payload (it is stored in the ledger).
+const maxImportBytes = 256 << 20
+
+// progress draws a one-line progress bar on a terminal, nothing elsewhere.
+type progress struct {
+	w     io.Writer
+	on    bool
+	total int
+	last  time.Time
+}
+
+func newProgress(w io.Writer) *progress {
+	p := &progress{w: w}
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			p.on = true
+		}
+	}
+	return p
+}
+
+func (p *progress) update(done int) {
+	if !p.on || (time.Since(p.last) < 100*time.Millisecond && done < p.total) {
+		return
+	}
+	p.last = time.Now()
+	width := 30
+	filled := width
+	if p.total > 0 {
+		filled = min(width, done*width/p.total)
+	}
+	fmt.Fprintf(p.w, "\rsending [%-*s] %d/%d pay parts", width, string(repeat('#', filled)), done, p.total)
+}
+
+func (p *progress) done() {
+	if p.on {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}
+
+func repeat(c byte, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = c
+	}
+	return b
+}
+
+// deliverer wires the worker to this session.
+func (s *session) deliverer(io stdio) *worker.Deliverer {
+	return &worker.Deliverer{L: s.led, P: s.cl, Log: s.cfg.logger(io.err), DeleteChunk: s.cfg.BatchSize}
+}
+
+type sendSummary struct {
+	Imports    []worker.Report `json:"imports"`
+	Problems   []problemJSON   `json:"problems"`
+	Created    int             `json:"pay_parts_created"`
+	Reconciled int             `json:"pay_parts_reconciled"`
+	Rejected   int             `json:"pay_parts_rejected"`
+	Batches    int             `json:"batches"`
+	Unfinished int             `json:"batches_unfinished"`
+	APICalls   int64           `json:"api_calls"`
+}
+
+// sendImport imports files for real: intent first, then delivery.
+func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []string, opts mapping.ReadOptions, asJSON bool, io stdio) error {
+	schema, err := s.cl.Schema(ctx)
+	if err != nil {
+		return err
+	}
+	company := s.cfg.CompanyID
+	if company == "" && rules.Company == "" {
+		if company, err = s.cl.CurrentCompany(ctx); err != nil {
+			return fmt.Errorf("find current company (set PAYSYNC_COMPANY_ID to skip): %w", err)
+		}
+	}
+	d := s.deliverer(io)
+	prog := newProgress(io.err)
+	d.OnProgress = prog.update
+	defer prog.done()
+	// Whatever an earlier run left in flight is settled before new work.
+	if err := d.Recover(ctx); err != nil {
+		return err
+	}
+	mapper := mapping.NewMapper(rules, mapping.NewCache(s.cl), schema, company)
+	im := &worker.Importer{L: s.led, D: d, Mapper: mapper, Rules: rules, Wire: schema, Read: opts, BatchSize: s.cfg.BatchSize}
+	var sum sendSummary
+	var runErr error
+	for _, name := range files {
+		kind, src, payload, err := readPayload(name, io.in)
+		if err != nil {
+			sum.Problems = append(sum.Problems, toProblemJSON(&mapping.Problem{Source: name, Msg: err.Error(), Hint: "check the path"})...)
+			continue
+		}
+		rep, err := im.Plan(ctx, kind, src, payload)
+		if err != nil {
+			runErr = err
+			break
+		}
+		for _, p := range rep.ProblemList() {
+			sum.Problems = append(sum.Problems, toProblemJSON(p)...)
+		}
+		if rep.ImportID != 0 {
+			open, err := s.led.OpenBatches(ctx, rep.ImportID)
+			if err != nil {
+				runErr = err
+				break
+			}
+			ids := make([]int64, len(open))
+			for i, b := range open {
+				ids[i] = b.ID
+				prog.total += b.Pending
+			}
+			if err := d.Deliver(ctx, ids); err != nil {
+				runErr = err
+			}
+			batches, err := s.led.BatchesOfSource(ctx, rep.ImportID)
+			if err == nil {
+				rep.Batches = rep.Batches[:0]
+				for _, b := range batches {
+					if b.State == ledger.BatchSplit {
+						continue
+					}
+					rep.Batches = append(rep.Batches, b.ID)
+					sum.Batches++
+					if b.State != ledger.BatchCreated {
+						sum.Unfinished++
+					}
+				}
+			}
+		}
+		sum.Imports = append(sum.Imports, rep)
+		if runErr != nil {
+			break
+		}
+	}
+	prog.done()
+	sum.Created, sum.Reconciled, sum.Rejected = d.Stats.Created, d.Stats.Reconciled, d.Stats.Rejected
+	sum.APICalls = s.cl.Calls()
+	if sum.Problems == nil {
+		sum.Problems = []problemJSON{}
+	}
+	if asJSON {
+		if err := writeJSON(io.out, sum); err != nil {
+			return err
+		}
+	} else {
+		writeSendSummary(io.out, sum)
+	}
+	switch {
+	case runErr != nil:
+		return runErr
+	case len(sum.Problems) > 0:
+		return fmt.Errorf("import: %d problem(s); the good entries were sent, the rest is recorded as rejects (paysync imports show ID)", len(sum.Problems))
+	case sum.Unfinished > 0:
+		return fmt.Errorf("import: %d batch(es) did not finish; they stay pending and are retried on the next run (paysync batches --state failed)", sum.Unfinished)
+	}
+	return nil
+}
+
+// readPayload reads a file or standard input, bounded.
+func readPayload(name string, stdin io.Reader) (kind, source string, payload []byte, err error) {
+	kind, source = "file", name
+	var r io.Reader
+	if name == "-" {
+		kind, source, r = "stdin", "stdin", stdin
+	} else {
+		f, err := os.Open(name)
+		if err != nil {
+			return "", "", nil, fmt.Errorf("cannot open: %w", unwrapPath(err))
+		}
+		defer f.Close()
+		r = f
+	}
+	payload, err = io.ReadAll(io.LimitReader(r, maxImportBytes+1))
+	if err != nil {
+		return "", "", nil, fmt.Errorf("read: %w", err)
+	}
+	if len(payload) > maxImportBytes {
+		return "", "", nil, errors.New("larger than 256 MiB: split the export")
+	}
+	return kind, source, payload, nil
+}
+
+func writeSendSummary(w io.Writer, sum sendSummary) {
+	for _, r := range sum.Imports {
+		if r.Duplicate {
+			fmt.Fprintf(w, "%s: already imported as import %d on %s: nothing sent (duplicate)\n", r.Source, r.ImportID, r.ImportedAt)
+			continue
+		}
+		fmt.Fprintf(w, "%s: import %d: %d entries, %d duplicates, %d skipped; %d pay parts in batches %v\n",
+			r.Source, r.ImportID, r.Entries, r.Duplicates, countSkipped(r.Skipped), r.PayParts, r.Batches)
+	}
+	fmt.Fprintf(w, "\nsummary: %d pay parts created (%d found by reconciliation), %d rejected by payroll, %d problems, %d batches (%d unfinished), %d API calls\n",
+		sum.Created, sum.Reconciled, sum.Rejected, len(sum.Problems), sum.Batches, sum.Unfinished, sum.APICalls)
+	if len(sum.Problems) > 0 {
+		fmt.Fprintf(w, "\nproblems (%d):\n", len(sum.Problems))
+		for _, p := range sum.Problems {
+			fmt.Fprintf(w, "  %s\n", p.Text)
+		}
+	}
+}
+
+func countSkipped(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
