@@ -427,3 +427,10 @@ func (l *Ledger) entries(ctx context.Context, q string, arg int64) ([]paysync.En
 	}
 	return out, rows.Err()
 }
+
+// Family returns a batch and, recursively, the batches it was split into.
+func (l *Ledger) Family(ctx context.Context, id int64) ([]Batch, error) {
+	return l.queryBatches(ctx, `WHERE b.id IN (
+		WITH RECURSIVE fam(id) AS (SELECT ? UNION ALL SELECT c.id FROM batches c JOIN fam ON c.parent_id = fam.id)
+		SELECT id FROM fam) ORDER BY b.id`, id)
+}

@@ -66,8 +66,8 @@ type Attempt struct {
 // BatchDetail is a batch with its pay parts, their entries, and its attempts.
 type BatchDetail struct {
 	Batch
-	Items    []ItemDetail `json:"items"`
-	Attempts []Attempt    `json:"attempts"`
+	Items []ItemDetail `json:"items"`
+	Log   []Attempt    `json:"attempt_log"`
 }
 
 // BatchDetail returns everything about one batch.
@@ -99,7 +99,7 @@ func (l *Ledger) BatchDetail(ctx context.Context, id int64) (BatchDetail, error)
 		rows.Close()
 		d.Items = append(d.Items, idt)
 	}
-	d.Attempts, err = l.Attempts(ctx, id, 0)
+	d.Log, err = l.Attempts(ctx, id, 0)
 	return d, err
 }
 

@@ -44,6 +44,10 @@ func commands() map[string]command {
 		{"payparts", "list a company's pay parts", runPayParts},
 		{"auth", "auth status | auth password (test only)", runAuth},
 		{"import", "map timesheet files to pay parts (--dry-run shows what would be sent)", runImport},
+		{"batches", "list batches, or show one: its pay parts, payroll ids, source lines and attempts", runBatches},
+		{"imports", "list imports, or show one with its batches and rejects", runImports},
+		{"revert", "delete the pay parts of a batch or an import from payroll", runRevert},
+		{"replay", "send a batch's or an import's entries again through the current rules", runReplay},
 		{"demo", "run the whole flow against an in-process sandbox", runDemo},
 		{"version", "print the version", runVersion},
 	}

@@ -116,17 +116,9 @@ func runImport(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	if err != nil {
 		return err
 	}
-	rules := mapping.DefaultRules()
-	if f.rules != "" {
-		rf, err := os.Open(f.rules)
-		if err != nil {
-			return usagef("import: rules: %v", err)
-		}
-		rules, err = mapping.LoadRules(f.rules, rf)
-		rf.Close()
-		if err != nil {
-			return &usageError{"rules: " + strings.ReplaceAll(err.Error(), "\n", "\npaysync: rules: ")}
-		}
+	rules, err := loadRulesFile(f.rules)
+	if err != nil {
+		return err
 	}
 	if f.noAggregate {
 		rules.Aggregate = false
@@ -339,8 +331,12 @@ func writeImportReport(w io.Writer, rep importReport) error {
 	for _, v := range s.Skipped {
 		nSkipped += v
 	}
-	fmt.Fprintf(w, "\n%d entries in %d file(s): %d mapped, %d skipped%s, %d with problems; %d pay parts\n",
-		s.Entries, s.Files, s.Mapped, nSkipped, skipped, s.Problems, s.PayParts)
+	if s.Files == 0 { // a replay: the entries come from the ledger
+		fmt.Fprintf(w, "\n%d skipped%s, %d problems; %d pay parts\n", nSkipped, skipped, s.Problems, s.PayParts)
+	} else {
+		fmt.Fprintf(w, "\n%d entries in %d file(s): %d mapped, %d skipped%s, %d with problems; %d pay parts\n",
+			s.Entries, s.Files, s.Mapped, nSkipped, skipped, s.Problems, s.PayParts)
+	}
 	if len(rep.Problems) > 0 {
 		fmt.Fprintf(w, "\nproblems (%d):\n", len(rep.Problems))
 		for _, p := range rep.Problems {
