@@ -81,7 +81,7 @@ func Open(ctx context.Context, path string, opts Options) (*Ledger, error) {
 		}
 	}
 	dsn := fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)&_txlock=immediate",
-		path, opts.BusyTimeout.Milliseconds())
+		strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path), opts.BusyTimeout.Milliseconds())
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: open %s: %w", path, err)

@@ -315,11 +315,7 @@ func TestLedger_OpenLocked(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := t.Context()
 			path := filepath.Join(t.TempDir(), "ledger.db")
-			l, err := Open(ctx, path, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
+			makeLedger(t, path)
 
 			other := rawDB(t, path)
 			conn, err := other.Conn(ctx)
@@ -358,6 +354,51 @@ func TestLedger_OpenLocked(t *testing.T) {
 			}
 			if after := dirState(t, filepath.Dir(path)); after != before {
 				t.Errorf("directory changed:\nbefore:\n%s\nafter:\n%s", before, after)
+			}
+		})
+	}
+}
+
+// TestLedger_OpenPathSpecialChars: the path goes into a file: URI, where
+// '?', '#' and '%' mean something; the ledger must still be the file named.
+func TestLedger_OpenPathSpecialChars(t *testing.T) {
+	for _, name := range []string{"pay#1", "pay?x=1", "pay%41", "pay ledger", "relative"} {
+		t.Run(name, func(t *testing.T) {
+			parent := t.TempDir()
+			dir := filepath.Join(parent, name)
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(dir, "ledger.db")
+			if name == "relative" {
+				t.Chdir(parent)
+				path = filepath.Join(name, "ledger.db")
+			}
+			for i := range 2 {
+				l, err := Open(t.Context(), path, Options{})
+				if err != nil {
+					t.Fatalf("Open #%d: %v", i+1, err)
+				}
+				if i == 0 {
+					if err := l.SaveCredentials(t.Context(), "default", "rt", "seed"); err != nil {
+						t.Fatal(err)
+					}
+				} else if rt, _, _, err := l.Credentials(t.Context(), "default"); err != nil || rt != "rt" {
+					t.Errorf("Open #2: Credentials = %q, %v", rt, err)
+				}
+				if err := l.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Only the named file exists, and it is a ledger.
+			des, err := os.ReadDir(parent)
+			if err != nil || len(des) != 1 || des[0].Name() != name {
+				t.Errorf("%s holds %v (%v), want only %s", parent, des, err, name)
+			}
+			db := rawDB(t, filepath.Join(dir, "ledger.db"))
+			var v int
+			if err := db.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != 1 {
+				t.Errorf("user_version of %s = %d, %v; want 1", path, v, err)
 			}
 		})
 	}

@@ -260,3 +260,5 @@ func showImport(ctx context.Context, l *ledger.Ledger, id int64, asJSON bool, io
 	}
 	return nil
 }
+
+var ledgerFilterAll = ledger.BatchFilter{}

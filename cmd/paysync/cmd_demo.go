@@ -7,11 +7,13 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/paysync/paysync"
-	"github.com/paysync/paysync/payroll"
+	"github.com/paysync/paysync/deploy/examples"
+	"github.com/paysync/paysync/mapping"
 	"github.com/paysync/paysync/payroll/sandbox"
 )
 
+// runDemo shows the whole flow against an in-process sandbox with a
+// temporary ledger: dry run, import, the batch, revert, the ledger's history.
 func runDemo(ctx context.Context, args []string, io stdio, _ lookupEnv) error {
 	fs := newFlagSet("demo", "demo", io)
 	if err := parseFlags(fs, args); err != nil {
@@ -33,81 +35,101 @@ func runDemo(ctx context.Context, args []string, io stdio, _ lookupEnv) error {
 		return fmt.Errorf("demo: %w", err)
 	}
 	defer os.RemoveAll(dir)
+	for _, name := range []string{"rules.yaml", "toggl.csv"} {
+		b, err := examples.Files.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			return err
+		}
+	}
+	rulesPath, export := filepath.Join(dir, "rules.yaml"), filepath.Join(dir, "toggl.csv")
 
 	o := sb.Options()
-	cl, err := payroll.New(payroll.Config{
-		URL: base, AuthURL: base, Realm: o.Realm, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
-		RefreshToken: sb.IssueRefreshToken(),
-		Store:        &payroll.FileStore{Path: filepath.Join(dir, "token.json")},
-	})
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
+	env := map[string]string{
+		"PAYSYNC_PAYROLL_URL": base, "PAYSYNC_AUTH_URL": base, "PAYSYNC_AUTH_REALM": o.Realm,
+		"PAYSYNC_CLIENT_ID": o.ClientID, "PAYSYNC_CLIENT_SECRET": o.ClientSecret,
+		"PAYSYNC_REFRESH_TOKEN": sb.IssueRefreshToken(),
+		"PAYSYNC_LEDGER":        filepath.Join(dir, "ledger.db"),
+		"PAYSYNC_MAPPING":       rulesPath,
+		"PAYSYNC_LOG_LEVEL":     "warn",
 	}
+	cfg, err := loadConfig(ctx, func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		return err
+	}
+	s, err := cfg.connect(ctx, io, true)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
 	w := io.out
 	step := func(n int, title string) { fmt.Fprintf(w, "\n== %d. %s\n\n", n, title) }
+	fmt.Fprintf(w, "paysync demo: payroll sandbox at %s, ledger %s (temporary; nothing leaves this machine)\n", base, env["PAYSYNC_LEDGER"])
 
-	fmt.Fprintf(w, "paysync demo: an in-process payroll sandbox at %s (nothing leaves this machine)\n", base)
-	company, err := cl.CurrentCompany(ctx)
+	rules, err := loadRulesFile(rulesPath)
 	if err != nil {
 		return err
 	}
-	s, err := cl.Schema(ctx)
+	step(1, "dry run: what the Toggl export would become (paysync import --dry-run)")
+	rep, err := planImport(ctx, s.cl, rules, "", []string{export}, mapping.ReadOptions{}, nil)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "schema probe: %s\n", s.Describe())
-
-	step(1, "pay codes (pay_parts_meta)")
-	meta, err := cl.PayPartsMeta(ctx)
-	if err != nil {
-		return err
-	}
-	if err := writeMeta(w, meta); err != nil {
+	if err := writeImportReport(w, rep); err != nil {
 		return err
 	}
 
-	step(2, "employees of the current company")
-	co, err := cl.Company(ctx, company)
-	if err != nil {
+	step(2, "import it: ledger first, then create_pay_parts (paysync import)")
+	if err := sendImport(ctx, s, rules, []string{export}, mapping.ReadOptions{}, false, io); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%s (%s)\n\n", co.Name, co.ID)
-	if err := writeEmployees(w, co.Employees); err != nil {
+	step(3, "import it again: a duplicate, nothing is sent")
+	before := sb.State().Counters.Requests["create_pay_parts"]
+	if err := sendImport(ctx, s, rules, []string{export}, mapping.ReadOptions{}, false, io); err != nil {
 		return err
 	}
-	if len(co.Employees) == 0 {
-		return fmt.Errorf("demo: company %s has no employees", company)
+	if after := sb.State().Counters.Requests["create_pay_parts"]; after != before {
+		return fmt.Errorf("demo: the duplicate import sent %d create calls", after-before)
 	}
 
-	step(3, "create one pay part: 7.5 hours of T1 at 215.50")
-	in := paysync.PayPartInput{EmployeeID: co.Employees[0].ID, Code: "T1",
-		Numbers: paysync.Numbers{Units: paysync.Dec("7.5"), Rate: paysync.Dec("215.50")}}
-	created, err := cl.CreatePayParts(ctx, company, []paysync.PayPartInput{in})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "created pay part %s for %s\n", created[0].ID, co.Employees[0].Name)
-
-	step(4, "the company's pay parts")
-	pps, err := cl.PayParts(ctx, company)
-	if err != nil {
-		return err
-	}
-	if err := writePayParts(w, pps); err != nil {
+	step(4, "the batch with its payroll ids and source lines (paysync batches show 1)")
+	if err := showBatch(ctx, s.led, 1, false, io); err != nil {
 		return err
 	}
 
-	step(5, "delete it again")
-	if _, err := cl.DeletePayParts(ctx, company, []string{created[0].ID}); err != nil {
+	step(5, "revert it (paysync revert 1 --yes)")
+	d := s.deliverer(io)
+	if err := d.Revert(ctx, []int64{1}); err != nil {
 		return err
 	}
-	pps, err = cl.PayParts(ctx, company)
+	fmt.Fprintf(w, "deleted %d pay parts; the sandbox now holds %d for the company\n", d.Stats.Deleted, len(sb.State().Companies[0].PayParts))
+
+	step(6, "the ledger's history (paysync batches, and every attempt)")
+	bs, err := s.led.ListBatches(ctx, ledgerFilterAll)
 	if err != nil {
 		return err
 	}
-	if err := writePayParts(w, pps); err != nil {
+	tb := newTable(w, "BATCH", "IMPORT", "COMPANY", "STATE", "PAY PARTS", "CREATED", "DELETED/GONE")
+	for _, b := range bs {
+		tb.row(fmt.Sprint(b.ID), fmt.Sprint(b.SourceID), b.CompanyID, b.State, fmt.Sprint(b.Items), fmt.Sprint(b.Created), fmt.Sprintf("%d/%d", b.Deleted, b.Gone))
+	}
+	if err := tb.flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\ndone in %s: %d API calls, %d token refreshes\n", time.Since(start).Round(time.Millisecond), cl.Calls(), cl.Tokens().Refreshes())
+	atts, err := s.led.Attempts(ctx, 0, 0)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	tb = newTable(w, "ATTEMPT", "BATCH", "OP", "ITEMS", "OUTCOME")
+	for _, a := range atts {
+		tb.row(fmt.Sprint(a.ID), fmt.Sprint(a.BatchID), a.Op, fmt.Sprint(a.Items), a.Outcome)
+	}
+	if err := tb.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\ndone in %s: %d API calls, %d token refreshes\n", time.Since(start).Round(time.Millisecond), s.cl.Calls(), s.cl.Tokens().Refreshes())
 	return nil
 }
