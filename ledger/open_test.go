@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"math/rand/v2"
 	"os"
@@ -395,10 +396,13 @@ func TestLedger_OpenPathSpecialChars(t *testing.T) {
 			if err != nil || len(des) != 1 || des[0].Name() != name {
 				t.Errorf("%s holds %v (%v), want only %s", parent, des, err, name)
 			}
-			db := rawDB(t, filepath.Join(dir, "ledger.db"))
-			var v int
-			if err := db.QueryRow("PRAGMA user_version").Scan(&v); err != nil || v != 1 {
-				t.Errorf("user_version of %s = %d, %v; want 1", path, v, err)
+			// The header holds the user version at offset 60 (big-endian).
+			hdr, err := os.ReadFile(filepath.Join(dir, "ledger.db"))
+			if err != nil || len(hdr) < 100 || string(hdr[:16]) != "SQLite format 3\x00" {
+				t.Fatalf("%s is not an SQLite database (%v)", path, err)
+			}
+			if v := binary.BigEndian.Uint32(hdr[60:64]); v != 1 {
+				t.Errorf("user_version of %s = %d, want 1", path, v)
 			}
 		})
 	}

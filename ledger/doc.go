@@ -1,0 +1,38 @@
+// Package ledger is paysync's SQLite ledger: the audit trail of every
+// source, entry, batch, pay part, attempt and reject, and the state store
+// that makes delivery exactly-once. It also keeps the rotated payroll
+// refresh token (credentials).
+//
+// The file is opened with WAL, foreign keys, synchronous=FULL and one
+// writer connection whose transactions BEGIN IMMEDIATE; it is created with
+// mode 0600 and refused when others can read it. Migrations are embedded and
+// applied in a transaction each at open (PRAGMA user_version); a ledger from
+// a newer paysync, a damaged file, a locked file or an unwritable directory
+// is an error that changes nothing. Every change is one short transaction,
+// never held across a network call.
+//
+// # States
+//
+//	source:   received ──► committed            (a rejected source keeps only its rejects)
+//
+//	batch:    pending ──► sending ──► created ──► reverting ──► reverted
+//	             ▲  │        │ │                      │
+//	             │  │        │ └──► split (items move to child batches)
+//	             │  │        ▼
+//	             └──┴──── pending (not applied: retry; ambiguous: reconciled first)
+//	                      failed  (attempts exhausted; retried on the next run)
+//	          pending | failed ──► reverted   (reverted before anything was created)
+//
+//	pay part: pending ──► created ──► deleted   (by paysync's revert)
+//	             │            └─────► gone      (deleted in payroll by someone else)
+//	             └──► rejected                  (refused by the payroll API)
+//
+// A batch in sending means the outcome of its last create is unknown (a
+// timeout, a reset, a crash): it is reconciled against payroll before any
+// new send. Foreign pay parts (those in payroll that are not ours, recorded
+// before the first send to a company) are never claimed by reconciliation.
+//
+// Entries are unique by their source id: an entry id already paid is a
+// duplicate (same content) or an error (different content); an entry that
+// was rejected or skipped may come again with new content.
+package ledger
