@@ -245,3 +245,37 @@ func TestCLI_Demo(t *testing.T) {
 	}
 	t.Logf("demo took %s (the issue asks for under 10 s; measured, not asserted)", time.Since(start))
 }
+
+func TestCLI_BadLedger(t *testing.T) {
+	dir := t.TempDir()
+	corrupt := filepath.Join(dir, "corrupt.db")
+	if err := os.WriteFile(corrupt, bytes.Repeat([]byte("not a database "), 300), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	readable := filepath.Join(dir, "readable.db")
+	if err := os.WriteFile(readable, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, path, want string
+	}{
+		{"corrupt", corrupt, "not a paysync ledger or is damaged"},
+		{"readable by others", readable, "chmod 600"},
+		{"no directory", filepath.Join(dir, "missing", "l.db"), "does not exist"},
+		{"unwritable directory", "/proc/self/paysync.db", "not writable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before, _ := os.ReadFile(tt.path)
+			r := runBinary(t, map[string]string{"PAYSYNC_LEDGER": tt.path}, "batches")
+			if r.code != 1 || !strings.Contains(r.stderr, tt.want) || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+				t.Fatalf("exit %d, stderr %q; want 1 and one line with %q", r.code, r.stderr, tt.want)
+			}
+			after, _ := os.ReadFile(tt.path)
+			if !bytes.Equal(before, after) {
+				t.Error("the ledger file was changed")
+			}
+			assertClean(t, r)
+		})
+	}
+}
