@@ -1,6 +1,7 @@
 package mapping
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 )
@@ -40,4 +41,32 @@ func (p *Problem) Error() string {
 		b.WriteString(")")
 	}
 	return strings.Join(strings.Fields(b.String()), " ")
+}
+
+// Flatten expands joined errors (errors.Join) into a flat list.
+func Flatten(errs ...error) []error {
+	var out []error
+	for _, err := range errs {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			out = append(out, Flatten(j.Unwrap()...)...)
+			continue
+		}
+		if err != nil {
+			out = append(out, err)
+		}
+	}
+	return out
+}
+
+// OnlyProblems reports whether err consists only of *Problem values: bad
+// input, as opposed to a failure of the payroll API or the context.
+func OnlyProblems(err error) bool {
+	list := Flatten(err)
+	for _, e := range list {
+		var p *Problem
+		if !errors.As(e, &p) {
+			return false
+		}
+	}
+	return len(list) > 0
 }

@@ -123,7 +123,7 @@ func (im *Importer) Plan(ctx context.Context, kind, name string, payload []byte)
 		ne := ledger.NewEntry{Entry: e, Hash: h, Status: ledger.EntryMapped}
 		lines, err := im.Mapper.Map(ctx, e)
 		switch {
-		case err != nil && !isProblems(err):
+		case err != nil && !mapping.OnlyProblems(err):
 			return rep, err
 		case err != nil:
 			ne.Status = ledger.EntryRejected
@@ -158,7 +158,7 @@ func (im *Importer) Plan(ctx context.Context, kind, name string, payload []byte)
 			ne.Status = ledger.EntryRejected
 		}
 	}
-	for _, p := range flatten(rep.Problems) {
+	for _, p := range mapping.Flatten(rep.Problems...) {
 		var mp *mapping.Problem
 		if errors.As(p, &mp) {
 			intent.Rejects = append(intent.Rejects, ledger.NewReject{EntryID: mp.EntryID, Line: mp.Line, Field: mp.Field, Message: mp.Msg, Hint: mp.Hint})
@@ -194,32 +194,5 @@ func (im *Importer) Import(ctx context.Context, kind, name string, payload []byt
 	return rep, im.D.Deliver(ctx, ids)
 }
 
-// isProblems reports whether err is made only of *mapping.Problem.
-func isProblems(err error) bool {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range j.Unwrap() {
-			if !isProblems(e) {
-				return false
-			}
-		}
-		return true
-	}
-	var p *mapping.Problem
-	return errors.As(err, &p)
-}
-
-// flatten expands joined errors.
-func flatten(errs []error) []error {
-	var out []error
-	for _, err := range errs {
-		if j, ok := err.(interface{ Unwrap() []error }); ok {
-			out = append(out, flatten(j.Unwrap())...)
-			continue
-		}
-		out = append(out, err)
-	}
-	return out
-}
-
-// Problems returns the report's problems one by one.
-func (r Report) ProblemList() []error { return flatten(r.Problems) }
+// ProblemList returns the report's problems one by one.
+func (r Report) ProblemList() []error { return mapping.Flatten(r.Problems...) }

@@ -92,7 +92,7 @@ func (r *Replayer) Plan(ctx context.Context, batchID, sourceID int64, force bool
 	for _, e := range entries {
 		lines, err := r.Mapper.Map(ctx, e)
 		switch {
-		case err != nil && !isProblems(err):
+		case err != nil && !mapping.OnlyProblems(err):
 			return plan, err
 		case err != nil:
 			plan.Problems = append(plan.Problems, err)
@@ -108,7 +108,7 @@ func (r *Replayer) Plan(ctx context.Context, batchID, sourceID int64, force bool
 	}
 	pps, probs := planner.PayParts()
 	plan.PayParts = pps
-	plan.Problems = flatten(append(plan.Problems, probs...))
+	plan.Problems = mapping.Flatten(append(plan.Problems, probs...)...)
 	return plan, nil
 }
 

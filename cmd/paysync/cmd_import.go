@@ -237,7 +237,7 @@ func mapFile(ctx context.Context, name string, stdin io.Reader, opts mapping.Rea
 		sum.Entries++
 		lines, err := m.Map(ctx, e)
 		if err != nil {
-			if !isProblems(err) {
+			if !mapping.OnlyProblems(err) {
 				return err
 			}
 			*probs = append(*probs, err)
@@ -266,20 +266,6 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// isProblems reports whether err is made only of *mapping.Problem.
-func isProblems(err error) bool {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range j.Unwrap() {
-			if !isProblems(e) {
-				return false
-			}
-		}
-		return true
-	}
-	var p *mapping.Problem
-	return errors.As(err, &p)
-}
-
 func asProblem(source string, err error) error {
 	var p *mapping.Problem
 	if errors.As(err, &p) {
@@ -289,18 +275,16 @@ func asProblem(source string, err error) error {
 }
 
 func toProblemJSON(err error) []problemJSON {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []problemJSON
-		for _, e := range j.Unwrap() {
-			out = append(out, toProblemJSON(e)...)
+	var out []problemJSON
+	for _, e := range mapping.Flatten(err) {
+		var p *mapping.Problem
+		if errors.As(e, &p) {
+			out = append(out, problemJSON{Source: p.Source, Line: p.Line, Record: p.Record, EntryID: p.EntryID, Field: p.Field, Message: p.Msg, Hint: p.Hint, Text: p.Error()})
+			continue
 		}
-		return out
+		out = append(out, problemJSON{Message: e.Error(), Text: e.Error()})
 	}
-	var p *mapping.Problem
-	if errors.As(err, &p) {
-		return []problemJSON{{Source: p.Source, Line: p.Line, Record: p.Record, EntryID: p.EntryID, Field: p.Field, Message: p.Msg, Hint: p.Hint, Text: p.Error()}}
-	}
-	return []problemJSON{{Message: err.Error(), Text: err.Error()}}
+	return out
 }
 
 func writeImportReport(w io.Writer, rep importReport) error {
