@@ -93,9 +93,23 @@ func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []s
 	prog := newProgress(io.err)
 	d.OnProgress = prog.update
 	defer prog.done()
-	// Whatever an earlier run left in flight is settled before new work.
+	// Whatever an earlier run left in flight is settled before new work:
+	// batches left sending are reconciled, open ones delivered.
 	if err := d.Recover(ctx); err != nil {
 		return err
+	}
+	if open, err := s.led.OpenBatches(ctx, 0); err != nil {
+		return err
+	} else if len(open) > 0 {
+		ids := make([]int64, len(open))
+		for i, b := range open {
+			ids[i] = b.ID
+			prog.total += b.Pending
+		}
+		fmt.Fprintf(io.err, "paysync: finishing %d batch(es) left open by an earlier run\n", len(open))
+		if err := d.Deliver(ctx, ids); err != nil {
+			return err
+		}
 	}
 	mapper := mapping.NewMapper(rules, mapping.NewCache(s.cl), schema, company)
 	im := &worker.Importer{L: s.led, D: d, Mapper: mapper, Rules: rules, Wire: schema, Read: opts, BatchSize: s.cfg.BatchSize}
