@@ -116,6 +116,7 @@ func TestLedger_RecordCreated(t *testing.T) {
 	}{
 		{name: "all", created: []int{0, 1, 2}, wantState: BatchCreated, wantCounts: [2]int{0, 3}},
 		{name: "partial", created: []int{1}, wantState: BatchPending, wantCounts: [2]int{2, 1}},
+		{name: "all but one", created: []int{0, 2}, wantState: BatchPending, wantCounts: [2]int{1, 2}},
 		{name: "none", created: nil, wantState: BatchPending, wantCounts: [2]int{3, 0}},
 		{name: "all without attempt", created: []int{0, 1, 2}, noAttempt: true, wantState: BatchCreated, wantCounts: [2]int{0, 3}},
 	}
@@ -592,20 +593,20 @@ func TestLedger_MarkRemoved(t *testing.T) {
 	clk.Advance(time.Minute)
 
 	// Partly removed: still reverting. A pending/rejected/unknown id is ignored.
-	if err := l.MarkRemoved(ctx, f.batch, att, []int64{f.items[0], f.items[3], 4242}, nil); err != nil {
+	if err := l.MarkRemoved(ctx, f.batch, att, []int64{f.items[0], f.items[3], 4242}, []int64{f.items[1]}); err != nil {
 		t.Fatal(err)
 	}
 	b := mustBatch(t, l, f.batch)
-	if b.State != BatchReverting || b.Deleted != 1 || b.Created != 2 || b.Rejected != 1 {
-		t.Errorf("after a partial revert: %+v, want reverting with 1 deleted, 2 created", b)
+	if b.State != BatchReverting || b.Deleted != 1 || b.Gone != 1 || b.Created != 1 || b.Rejected != 1 {
+		t.Errorf("after a partial revert: %+v, want reverting with 1 deleted, 1 gone, 1 created", b)
 	}
 	if a := lastAttempt(t, l, f.batch); a.Op != "delete" || a.Outcome != "ok" || a.FinishedAt.IsZero() {
 		t.Errorf("attempt = %+v", a)
 	}
 
-	// The rest: one deleted by us, one gone already. Reverted.
-	att = begin(t, l, f.batch, "delete", 2)
-	if err := l.MarkRemoved(ctx, f.batch, att, []int64{f.items[1]}, []int64{f.items[2]}); err != nil {
+	// The last one, deleted by us. Reverted.
+	att = begin(t, l, f.batch, "delete", 1)
+	if err := l.MarkRemoved(ctx, f.batch, att, []int64{f.items[2]}, nil); err != nil {
 		t.Fatal(err)
 	}
 	b = mustBatch(t, l, f.batch)
@@ -616,7 +617,7 @@ func TestLedger_MarkRemoved(t *testing.T) {
 	for _, it := range mustItems(t, l, f.batch) {
 		states[it.PayrollID] = it.State
 	}
-	if want := map[string]string{"p0": PartDeleted, "p1": PartDeleted, "p2": PartGone, "": PartRejected}; !reflect.DeepEqual(states, want) {
+	if want := map[string]string{"p0": PartDeleted, "p1": PartGone, "p2": PartDeleted, "": PartRejected}; !reflect.DeepEqual(states, want) {
 		t.Errorf("item states %v, want %v", states, want)
 	}
 	// Payroll ids stay known: reconciliation never claims them again.

@@ -209,6 +209,18 @@ func TestLedger_OpenErrors(t *testing.T) {
 			msg: []string{"readable by others", "chmod 600", "0644"},
 		},
 		{
+			name: "readable by the group",
+			setup: func(t *testing.T, dir string) string {
+				path := filepath.Join(dir, "ledger.db")
+				makeLedger(t, path)
+				if err := os.Chmod(path, 0o640); err != nil {
+					t.Fatal(err)
+				}
+				return path
+			},
+			msg: []string{"chmod 600", "0640"},
+		},
+		{
 			name: "path is a directory",
 			setup: func(t *testing.T, dir string) string {
 				path := filepath.Join(dir, "ledger.db")

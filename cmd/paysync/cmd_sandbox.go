@@ -36,7 +36,8 @@ func runSandbox(ctx context.Context, args []string, io stdio, _ lookupEnv) error
 	fs.BoolVar(&opts.Rotate, "rotate", true, "rotate refresh tokens on every refresh (Keycloak 'Revoke Refresh Token')")
 	fs.DurationVar(&opts.AccessTTL, "access-ttl", 5*time.Minute, "access token lifetime")
 	fs.StringVar(&opts.Realm, "realm", "danlon-sandbox", "OAuth2 realm")
-	fs.Var(&faults, "fault", "inject a fault: kind[:op][,times=N][,delay=D][,status=S][,retry_after=D]; kinds: latency, error_before, rate_limit, unauthorized, drop_after_commit, bad_gateway_after_commit, timeout_after_commit (repeatable)")
+	fs.Int64Var(&opts.Seed, "seed", 1, "seed of the random source for probabilistic faults")
+	fs.Var(&faults, "fault", "inject a fault: kind[:op][,times=N][,delay=D][,status=S][,retry_after=D][,probability=P]; kinds: latency, error_before, rate_limit, unauthorized, drop_after_commit, bad_gateway_after_commit, timeout_after_commit (repeatable)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
