@@ -226,8 +226,12 @@ func (l *Ledger) RejectItems(ctx context.Context, batchID, attemptID int64, reas
 	return l.tx(ctx, "reject items", func(tx *sql.Tx) error {
 		now := l.ts()
 		for itemID, why := range reasons {
-			if _, err := tx.ExecContext(ctx, `UPDATE pay_parts SET state = 'rejected', error = ?, updated_at = ? WHERE id = ? AND batch_id = ? AND state = 'pending'`, why, now, itemID, batchID); err != nil {
+			res, err := tx.ExecContext(ctx, `UPDATE pay_parts SET state = 'rejected', error = ?, updated_at = ? WHERE id = ? AND batch_id = ? AND state = 'pending'`, why, now, itemID, batchID)
+			if err != nil {
 				return err
+			}
+			if n, _ := res.RowsAffected(); n != 1 {
+				return fmt.Errorf("pay part %d of batch %d is not pending", itemID, batchID)
 			}
 			// The reject names the entries behind the pay part.
 			if _, err := tx.ExecContext(ctx, `INSERT INTO rejects (source_id, batch_id, entry_id, line, field, message, hint, created_at)
@@ -270,11 +274,22 @@ func (l *Ledger) SplitBatch(ctx context.Context, batchID, attemptID int64, msg s
 				return err
 			}
 			for i, itemID := range g {
-				if _, err := tx.ExecContext(ctx, `UPDATE pay_parts SET batch_id = ?, seq = ?, updated_at = ? WHERE id = ? AND batch_id = ? AND state = 'pending'`, cid, i, now, itemID, batchID); err != nil {
+				res, err := tx.ExecContext(ctx, `UPDATE pay_parts SET batch_id = ?, seq = ?, updated_at = ? WHERE id = ? AND batch_id = ? AND state = 'pending'`, cid, i, now, itemID, batchID)
+				if err != nil {
 					return err
+				}
+				if n, _ := res.RowsAffected(); n != 1 {
+					return fmt.Errorf("pay part %d of batch %d is not pending", itemID, batchID)
 				}
 			}
 			children = append(children, cid)
+		}
+		var left int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pay_parts WHERE batch_id = ? AND state = 'pending'`, batchID).Scan(&left); err != nil {
+			return err
+		}
+		if left > 0 {
+			return fmt.Errorf("split of batch %d leaves %d pending pay parts behind", batchID, left)
 		}
 		if attemptID != 0 {
 			if err := endAttempt(ctx, tx, attemptID, "rejected", 0, msg, "", now); err != nil {

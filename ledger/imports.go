@@ -122,7 +122,8 @@ func (l *Ledger) CommitImport(ctx context.Context, in ImportIntent) (Committed, 
 				in.Source.Kind, in.Source.Name, in.Source.Hash, in.Source.Format, len(in.Source.Payload), gz,
 				len(in.Entries), in.Duplicates, len(in.Rejects), now)
 			if err != nil {
-				if isConstraint(err) {
+				var se *sqlite.Error
+				if errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE {
 					return ErrDuplicateSource
 				}
 				return err

@@ -58,6 +58,7 @@ func Open(ctx context.Context, path string, opts Options) (*Ledger, error) {
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("ledger: directory %s does not exist", dir)
 	}
+	created := false
 	fi, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -65,10 +66,15 @@ func Open(ctx context.Context, path string, opts Options) (*Ledger, error) {
 			return nil, err
 		}
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o600)
-		if err != nil {
+		switch {
+		case errors.Is(err, fs.ErrExist):
+			// Another process created it a moment ago: open it as it is.
+		case err != nil:
 			return nil, fmt.Errorf("ledger: create %s: %w", path, err)
+		default:
+			f.Close()
+			created = true
 		}
-		f.Close()
 	case err != nil:
 		return nil, fmt.Errorf("ledger: %w", err)
 	case fi.IsDir():
@@ -91,6 +97,11 @@ func Open(ctx context.Context, path string, opts Options) (*Ledger, error) {
 	l := &Ledger{db: db, path: path, now: opts.Now}
 	if err := l.migrate(ctx); err != nil {
 		db.Close()
+		if created { // nothing changed: not even an empty file left behind
+			os.Remove(path)
+			os.Remove(path + "-wal")
+			os.Remove(path + "-shm")
+		}
 		return nil, err
 	}
 	return l, nil
@@ -145,6 +156,13 @@ func (l *Ledger) migrate(ctx context.Context) error {
 	if err := l.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
 		return l.classifyOpen("read schema version", err)
 	}
+	// In WAL mode a writer does not block readers: take the write lock
+	// once, so that a ledger in use by another writer is reported now.
+	if tx, err := l.db.BeginTx(ctx, nil); err != nil {
+		return l.classifyOpen("lock", err)
+	} else {
+		tx.Rollback()
+	}
 	// A readable header is not enough: make sure the pages are sane.
 	var check string
 	if err := l.db.QueryRowContext(ctx, "PRAGMA quick_check(1)").Scan(&check); err != nil {
@@ -186,6 +204,16 @@ func (l *Ledger) migrate(ctx context.Context) error {
 		if err != nil {
 			return l.classifyOpen("migrate", err)
 		}
+		var now int
+		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&now); err != nil {
+			tx.Rollback()
+			return l.classifyOpen("migrate", err)
+		}
+		if now > i { // another process migrated meanwhile
+			tx.Rollback()
+			i = now - 1
+			continue
+		}
 		if _, err := tx.ExecContext(ctx, string(sqlText)); err != nil {
 			tx.Rollback()
 			return l.classifyOpen("migrate "+strings.TrimPrefix(names[i], "migrations/"), err)
@@ -224,7 +252,10 @@ func (l *Ledger) tx(ctx context.Context, op string, fn func(tx *sql.Tx) error) e
 	return nil
 }
 
-func (l *Ledger) ts() string { return l.now().UTC().Format(time.RFC3339Nano) }
+// tsLayout has a fixed width, so that stored times sort as text.
+const tsLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+func (l *Ledger) ts() string { return l.now().UTC().Format(tsLayout) }
 
 func parseTS(s string) time.Time {
 	t, _ := time.Parse(time.RFC3339Nano, s)

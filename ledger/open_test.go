@@ -13,6 +13,7 @@ import (
 )
 
 func TestLedger_OpenCreates(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "ledger.db")
 	l, err := Open(ctx, path, Options{})
@@ -61,6 +62,7 @@ func TestLedger_OpenCreates(t *testing.T) {
 }
 
 func TestLedger_OpenReopenIsIdempotent(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	path := filepath.Join(t.TempDir(), "ledger.db")
 	for i := range 3 {
@@ -122,6 +124,7 @@ func makeLedger(t *testing.T, path string) {
 }
 
 func TestLedger_OpenErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		// setup prepares dir and returns the path to open and, if the
@@ -283,6 +286,7 @@ func TestLedger_OpenErrors(t *testing.T) {
 // TestLedger_OpenUnwritableDirectory uses procfs: root ignores permission
 // bits, but nobody can create a file in /proc/self.
 func TestLedger_OpenUnwritableDirectory(t *testing.T) {
+	t.Parallel()
 	dir := "/proc/self"
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		t.Skip("no procfs")
@@ -308,10 +312,10 @@ func TestLedger_OpenUnwritableDirectory(t *testing.T) {
 // another paysync would, and expects Open to give up with ErrLocked after
 // its busy timeout, changing nothing.
 func TestLedger_OpenLocked(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		lock []string // statements the other connection runs and holds
-		bug  string   // set when Open is known not to notice this lock
 	}{
 		{
 			name: "exclusive locking mode",
@@ -320,8 +324,6 @@ func TestLedger_OpenLocked(t *testing.T) {
 		{
 			name: "write transaction",
 			lock: []string{"BEGIN EXCLUSIVE", "INSERT INTO credentials (name, refresh_token, seed, updated_at) VALUES ('x', 'y', 'z', 't')"},
-			bug: "KNOWN BUG (ledger.go migrate): on an up-to-date WAL ledger Open only reads, and WAL readers are not blocked by a writer, " +
-				"so Open succeeds and the lock only shows at the first write; Open should take the write lock once (begin an immediate tx and roll it back)",
 		},
 	}
 	for _, tt := range tests {
@@ -350,9 +352,6 @@ func TestLedger_OpenLocked(t *testing.T) {
 			if err == nil {
 				werr := l2.SaveCredentials(ctx, "default", "a", "b")
 				l2.Close()
-				if tt.bug != "" {
-					t.Skipf("%s (first write failed with: %v)", tt.bug, werr)
-				}
 				t.Fatalf("Open succeeded while another connection holds the ledger (first write: %v)", werr)
 			}
 			t.Logf("error after %v: %v", took, err)
@@ -417,5 +416,27 @@ func TestLedger_OpenPathSpecialChars(t *testing.T) {
 				t.Errorf("user_version of %s = %d, want 1", path, v)
 			}
 		})
+	}
+}
+
+// TestLedger_OpenFailsLeavingNothing: when Open creates the file and then
+// fails (here: the context is already cancelled), no file is left behind.
+func TestLedger_OpenFailsLeavingNothing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ledger.db")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	l, err := Open(ctx, path, Options{})
+	if err == nil {
+		l.Close()
+		t.Fatal("Open with a cancelled context succeeded")
+	}
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want context.Canceled", err)
+	}
+	if _, serr := os.Stat(path); serr == nil {
+		t.Fatalf("BUG (ledger.go Open): the file Open created stays behind after a failed migrate (%v); "+
+			"remove it when Open created it and fails", err)
 	}
 }

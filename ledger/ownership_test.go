@@ -10,6 +10,7 @@ import (
 )
 
 func TestLedger_Ownership(t *testing.T) {
+	t.Parallel()
 	l, clk := newLedger(t)
 	ctx := t.Context()
 	a := setupBatch(t, l, "A", 3)
@@ -91,6 +92,7 @@ func TestLedger_Ownership(t *testing.T) {
 }
 
 func TestLedger_Credentials(t *testing.T) {
+	t.Parallel()
 	l, clk := newLedger(t)
 	ctx := t.Context()
 	if _, _, _, err := l.Credentials(ctx, "default"); !errors.Is(err, ErrNoCredentials) {

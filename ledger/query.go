@@ -24,7 +24,7 @@ func (l *Ledger) ListBatches(ctx context.Context, f BatchFilter) ([]Batch, error
 	}
 	if !f.Since.IsZero() {
 		where = append(where, "b.created_at >= ?")
-		args = append(args, f.Since.UTC().Format(time.RFC3339Nano))
+		args = append(args, f.Since.UTC().Format(tsLayout))
 	}
 	if f.SourceID != 0 {
 		where = append(where, "b.source_id = ?")
@@ -143,7 +143,7 @@ func (l *Ledger) ListSources(ctx context.Context, since time.Time) ([]Source, er
 	var args []any
 	if !since.IsZero() {
 		q += ` WHERE received_at >= ?`
-		args = append(args, since.UTC().Format(time.RFC3339Nano))
+		args = append(args, since.UTC().Format(tsLayout))
 	}
 	rows, err := l.db.QueryContext(ctx, q+` ORDER BY id DESC`, args...)
 	if err != nil {
