@@ -45,6 +45,8 @@ type Item struct {
 	State        string `json:"state"`
 	PayrollID    string `json:"payroll_id,omitempty"`
 	Error        string `json:"error,omitempty"`
+	// DeleteAttempt is the delete attempt the pay part was sent in (0: none).
+	DeleteAttempt int64 `json:"delete_attempt,omitempty"`
 }
 
 const batchCols = `b.id, b.company_id, coalesce(b.source_id, 0), coalesce(b.parent_id, 0), coalesce(b.replay_of, 0), b.state, b.attempts, b.last_error, b.created_at, b.updated_at,
@@ -111,7 +113,7 @@ func (l *Ledger) BatchesOfSource(ctx context.Context, sourceID int64) ([]Batch, 
 
 // Items returns a batch's pay parts in order.
 func (l *Ledger) Items(ctx context.Context, batchID int64) ([]Item, error) {
-	rows, err := l.db.QueryContext(ctx, `SELECT id, batch_id, seq, company_id, employee_id, employee_name, code, units, rate, amount, description, rule, state, coalesce(payroll_id, ''), error
+	rows, err := l.db.QueryContext(ctx, `SELECT id, batch_id, seq, company_id, employee_id, employee_name, code, units, rate, amount, description, rule, state, coalesce(payroll_id, ''), error, coalesce(delete_attempt, 0)
 		FROM pay_parts WHERE batch_id = ? ORDER BY seq`, batchID)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: items of batch %d: %w", batchID, err)
@@ -122,7 +124,7 @@ func (l *Ledger) Items(ctx context.Context, batchID int64) ([]Item, error) {
 		var it Item
 		var u, r, a sql.NullString
 		if err := rows.Scan(&it.ID, &it.BatchID, &it.Seq, &it.CompanyID, &it.EmployeeID, &it.EmployeeName, &it.Code, &u, &r, &a,
-			&it.Description, &it.Rule, &it.State, &it.PayrollID, &it.Error); err != nil {
+			&it.Description, &it.Rule, &it.State, &it.PayrollID, &it.Error, &it.DeleteAttempt); err != nil {
 			return nil, err
 		}
 		it.Units, it.Rate, it.Amount = textDec(u), textDec(r), textDec(a)
@@ -448,4 +450,30 @@ func (l *Ledger) Family(ctx context.Context, id int64) ([]Batch, error) {
 	return l.queryBatches(ctx, `WHERE b.id IN (
 		WITH RECURSIVE fam(id) AS (SELECT ? UNION ALL SELECT c.id FROM batches c JOIN fam ON c.parent_id = fam.id)
 		SELECT id FROM fam) ORDER BY b.id`, id)
+}
+
+// MarkDeleting records, before delete_pay_parts is called, that these
+// created pay parts are sent in delete attempt attemptID.
+func (l *Ledger) MarkDeleting(ctx context.Context, attemptID int64, itemIDs []int64) error {
+	return l.tx(ctx, "record delete intent", func(tx *sql.Tx) error {
+		for _, id := range itemIDs {
+			res, err := tx.ExecContext(ctx, `UPDATE pay_parts SET delete_attempt = ?, updated_at = ? WHERE id = ? AND state = 'created'`, attemptID, l.ts(), id)
+			if err != nil {
+				return err
+			}
+			if n, _ := res.RowsAffected(); n != 1 {
+				return fmt.Errorf("pay part %d is not created", id)
+			}
+		}
+		return nil
+	})
+}
+
+// InterruptAttempts marks attempts left in flight by a process that died.
+// Call it only while holding the ledger's work lock.
+func (l *Ledger) InterruptAttempts(ctx context.Context) error {
+	return l.tx(ctx, "mark interrupted attempts", func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE attempts SET outcome = 'interrupted', finished_at = ? WHERE outcome = 'in_flight'`, l.ts())
+		return err
+	})
 }

@@ -32,8 +32,8 @@ func TestLedger_OpenCreates(t *testing.T) {
 	if l.Path() != path {
 		t.Errorf("Path() = %q, want %q", l.Path(), path)
 	}
-	if v, err := l.SchemaVersion(ctx); err != nil || v != 1 {
-		t.Errorf("SchemaVersion = %d, %v; want 1", v, err)
+	if v, err := l.SchemaVersion(ctx); err != nil || v != latestVersion {
+		t.Errorf("SchemaVersion = %d, %v; want %d", v, err, latestVersion)
 	}
 	var mode string
 	if err := l.db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
@@ -70,15 +70,15 @@ func TestLedger_OpenReopenIsIdempotent(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Open #%d: %v", i+1, err)
 		}
-		if v, err := l.SchemaVersion(ctx); err != nil || v != 1 {
-			t.Errorf("Open #%d: SchemaVersion = %d, %v; want 1", i+1, v, err)
+		if v, err := l.SchemaVersion(ctx); err != nil || v != latestVersion {
+			t.Errorf("Open #%d: SchemaVersion = %d, %v; want %d", i+1, v, err, latestVersion)
 		}
 		var mode string
 		if err := l.db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
 			t.Errorf("Open #%d: journal_mode = %q, %v; want wal", i+1, mode, err)
 		}
 		if i == 0 {
-			if err := l.SaveCredentials(ctx, "default", "rt-1", "seed-1"); err != nil {
+			if err := l.SaveCredentials(ctx, "default", "rt-1", "seed-1", "", time.Time{}, time.Time{}); err != nil {
 				t.Fatal(err)
 			}
 			commit(t, l, ImportIntent{
@@ -115,7 +115,7 @@ func makeLedger(t *testing.T, path string) {
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
-	if err := l.SaveCredentials(t.Context(), "default", "rt", "seed"); err != nil {
+	if err := l.SaveCredentials(t.Context(), "default", "rt", "seed", "", time.Time{}, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Close(); err != nil {
@@ -350,7 +350,7 @@ func TestLedger_OpenLocked(t *testing.T) {
 			l2, err := Open(ctx, path, Options{BusyTimeout: 200 * time.Millisecond})
 			took := time.Since(start)
 			if err == nil {
-				werr := l2.SaveCredentials(ctx, "default", "a", "b")
+				werr := l2.SaveCredentials(ctx, "default", "a", "b", "", time.Time{}, time.Time{})
 				l2.Close()
 				t.Fatalf("Open succeeded while another connection holds the ledger (first write: %v)", werr)
 			}
@@ -392,7 +392,7 @@ func TestLedger_OpenPathSpecialChars(t *testing.T) {
 					t.Fatalf("Open #%d: %v", i+1, err)
 				}
 				if i == 0 {
-					if err := l.SaveCredentials(t.Context(), "default", "rt", "seed"); err != nil {
+					if err := l.SaveCredentials(t.Context(), "default", "rt", "seed", "", time.Time{}, time.Time{}); err != nil {
 						t.Fatal(err)
 					}
 				} else if rt, _, _, err := l.Credentials(t.Context(), "default"); err != nil || rt != "rt" {
@@ -412,8 +412,8 @@ func TestLedger_OpenPathSpecialChars(t *testing.T) {
 			if err != nil || len(hdr) < 100 || string(hdr[:16]) != "SQLite format 3\x00" {
 				t.Fatalf("%s is not an SQLite database (%v)", path, err)
 			}
-			if v := binary.BigEndian.Uint32(hdr[60:64]); v != 1 {
-				t.Errorf("user_version of %s = %d, want 1", path, v)
+			if v := binary.BigEndian.Uint32(hdr[60:64]); v != latestVersion {
+				t.Errorf("user_version of %s = %d, want %d", path, v, latestVersion)
 			}
 		})
 	}
@@ -440,3 +440,6 @@ func TestLedger_OpenFailsLeavingNothing(t *testing.T) {
 			"remove it when Open created it and fails", err)
 	}
 }
+
+// latestVersion is the schema version of the newest migration.
+const latestVersion = 2

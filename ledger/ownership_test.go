@@ -111,7 +111,7 @@ func TestLedger_Credentials(t *testing.T) {
 	wantAt := map[string]time.Time{}
 	for i, s := range steps {
 		clk.Advance(time.Duration(i+1) * time.Minute)
-		if err := l.SaveCredentials(ctx, s.name, s.token, s.seed); err != nil {
+		if err := l.SaveCredentials(ctx, s.name, s.token, s.seed, "", time.Time{}, time.Time{}); err != nil {
 			t.Fatalf("SaveCredentials #%d: %v", i, err)
 		}
 		want[s.name] = [2]string{s.token, s.seed}

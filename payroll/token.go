@@ -20,6 +20,13 @@ type StoredToken struct {
 	RefreshToken string    `json:"refresh_token"`
 	Seed         string    `json:"seed"` // Fingerprint of the initial token this one was rotated from
 	UpdatedAt    time.Time `json:"updated_at"`
+
+	// The access token that came with it, so that another process started
+	// within its lifetime uses it instead of spending the refresh token
+	// (with rotation, every refresh is a moment where a crash revokes).
+	AccessToken string    `json:"access_token,omitempty"`
+	Issued      time.Time `json:"issued,omitzero"`
+	Expiry      time.Time `json:"expiry,omitzero"`
 }
 
 // TokenStore persists rotated refresh tokens so that a restart never reuses
@@ -96,6 +103,7 @@ type TokenSource struct {
 	unsaved   bool          // rt was rotated but not yet persisted
 	cur       *oauth2.Token // current access token
 	issuedAt  time.Time
+	bad       string // an access token the server refused (401): never reused
 	refreshes atomic.Int64
 }
 
@@ -158,6 +166,7 @@ func (s *TokenSource) Invalidate(accessToken string) {
 	if s.cur != nil && s.cur.AccessToken == accessToken {
 		s.cur = nil
 	}
+	s.bad = accessToken
 }
 
 // margin is how long before expiry a token is refreshed: a quarter of its
@@ -194,6 +203,15 @@ func (s *TokenSource) chooseLocked(ctx context.Context) error {
 		// Our in-memory rotated token is newer than anything stored.
 	case s.init == "" || st.Seed == s.seed:
 		s.rt = st.RefreshToken
+		// Another process's access token, still good: use it.
+		if st.AccessToken != "" && st.AccessToken != s.bad {
+			tok := &oauth2.Token{AccessToken: st.AccessToken, TokenType: "Bearer", Expiry: st.Expiry}
+			prev, prevIssued := s.cur, s.issuedAt
+			s.cur, s.issuedAt = tok, st.Issued
+			if !s.now().Before(tok.Expiry.Add(-s.margin())) {
+				s.cur, s.issuedAt = prev, prevIssued
+			}
+		}
 	default:
 		s.rt = s.init
 	}
@@ -217,6 +235,9 @@ func (s *TokenSource) refreshLocked(ctx context.Context) (*oauth2.Token, error) 
 			return nil, err
 		}
 	}
+	if s.cur != nil && s.cur.AccessToken != s.bad && s.now().Before(s.cur.Expiry.Add(-s.margin())) {
+		return s.cur, nil // loaded from the store: no refresh needed
+	}
 	if s.rt == "" {
 		return nil, &storeError{errors.New("no refresh token: set PAYSYNC_REFRESH_TOKEN (or run `paysync auth password --save` against a sandbox)")}
 	}
@@ -233,12 +254,15 @@ func (s *TokenSource) refreshLocked(ctx context.Context) (*oauth2.Token, error) 
 	s.refreshes.Add(1)
 	if tok.RefreshToken != "" && tok.RefreshToken != s.rt {
 		s.rt = tok.RefreshToken
-		s.unsaved = true
-		if err := s.saveLocked(rctx); err != nil {
-			return nil, err // never use a token whose successor is not stored
-		}
 	}
 	s.cur, s.issuedAt = tok, issued
+	// Save the (possibly rotated) refresh token with the access token before
+	// the access token is used: never use a token whose successor is not stored.
+	s.unsaved = true
+	if err := s.saveLocked(rctx); err != nil {
+		s.cur = nil
+		return nil, err
+	}
 	return tok, nil
 }
 
@@ -247,7 +271,11 @@ func (s *TokenSource) saveLocked(ctx context.Context) error {
 		s.unsaved = false
 		return nil
 	}
-	if err := s.store.Save(ctx, StoredToken{RefreshToken: s.rt, Seed: s.seed, UpdatedAt: s.now().UTC()}); err != nil {
+	st := StoredToken{RefreshToken: s.rt, Seed: s.seed, UpdatedAt: s.now().UTC()}
+	if s.cur != nil {
+		st.AccessToken, st.Issued, st.Expiry = s.cur.AccessToken, s.issuedAt, s.cur.Expiry
+	}
+	if err := s.store.Save(ctx, st); err != nil {
 		return &storeError{fmt.Errorf("persist rotated refresh token: %w", err)}
 	}
 	s.unsaved = false

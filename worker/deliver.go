@@ -36,6 +36,8 @@ type Ledger interface {
 	Known(ctx context.Context, company string) (map[string]bool, error)
 	Owned(ctx context.Context, company string) (map[string]bool, error)
 	MarkRemoved(ctx context.Context, batchID, attemptID int64, deleted, gone []int64) error
+	MarkDeleting(ctx context.Context, attemptID int64, itemIDs []int64) error
+	InterruptAttempts(ctx context.Context) error
 }
 
 var _ Ledger = (*ledger.Ledger)(nil)
@@ -111,6 +113,10 @@ func backoff(attempt int, retryAfter time.Duration) time.Duration {
 // before any new work.
 func (d *Deliverer) Recover(ctx context.Context) error {
 	d.init()
+	// Attempts of a process that died stay in flight in the log: close them.
+	if err := d.L.InterruptAttempts(ctx); err != nil {
+		return err
+	}
 	sending, err := d.L.BatchesInState(ctx, ledger.BatchSending)
 	if err != nil {
 		return err

@@ -43,7 +43,6 @@ func (d *Deliverer) revertBatch(ctx context.Context, id int64) error {
 			return d.L.SetBatchState(ctx, id, ledger.BatchReverted, "reverted before it was sent")
 		}
 	}
-	tried := map[int64]bool{} // sent in a delete whose outcome was unknown
 	for try := 0; ; try++ {
 		items, err := d.L.Items(ctx, id)
 		if err != nil {
@@ -75,7 +74,8 @@ func (d *Deliverer) revertBatch(ctx context.Context, id int64) error {
 			case exists[it.PayrollID]:
 				present = append(present, it.ID)
 				presentIDs = append(presentIDs, it.PayrollID)
-			case tried[it.ID]:
+			case it.DeleteAttempt != 0:
+				// Sent in a delete (this run or one that died): ours.
 				deleted = append(deleted, it.ID)
 			default:
 				gone = append(gone, it.ID)
@@ -92,13 +92,11 @@ func (d *Deliverer) revertBatch(ctx context.Context, id int64) error {
 		for start := 0; start < len(present); start += d.DeleteChunk {
 			end := min(start+d.DeleteChunk, len(present))
 			d.Stats.Attempts++
-			_, err := d.P.DeletePayParts(ctx, b.CompanyID, presentIDs[start:end])
-			if err != nil {
-				if payroll.ClassOf(err) == payroll.Ambiguous {
-					for _, it := range present[start:end] {
-						tried[it] = true
-					}
-				}
+			// Ledger first: record what this delete is about to remove.
+			if err := d.L.MarkDeleting(ctx, att, present[start:end]); err != nil {
+				return err
+			}
+			if _, err := d.P.DeletePayParts(ctx, b.CompanyID, presentIDs[start:end]); err != nil {
 				failure = err
 				break
 			}

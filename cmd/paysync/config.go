@@ -211,15 +211,32 @@ func (c *config) logger(w interface{ Write([]byte) (int, error) }) *slog.Logger 
 // configuration, the client, and (unless PAYSYNC_TOKEN_FILE keeps the token
 // in a file) the ledger that stores the rotated refresh token.
 type session struct {
-	cfg *config
-	cl  *payroll.Client
-	led *ledger.Ledger // nil when not opened
+	cfg    *config
+	cl     *payroll.Client
+	led    *ledger.Ledger // nil when not opened
+	unlock func()
 }
 
 func (s *session) Close() {
 	if s.led != nil {
 		s.led.Close()
 	}
+	if s.unlock != nil {
+		s.unlock()
+	}
+}
+
+// lockWork makes this process the only one sending, reverting or
+// replaying through the ledger.
+func (s *session) lockWork(ctx context.Context) error {
+	lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	unlock, err := payroll.LockFile(lctx, s.led.Path()+".work-lock")
+	if err != nil {
+		return fmt.Errorf("ledger %s is in use by another paysync process (import, revert, replay or run): wait for it to finish", s.led.Path())
+	}
+	s.unlock = unlock
+	return nil
 }
 
 // tokenStore returns the store of the rotated refresh token.
@@ -265,6 +282,12 @@ func (cfg *config) connect(ctx context.Context, io stdio, needLedger bool) (*ses
 	s := &session{cfg: cfg}
 	if needLedger || cfg.TokenFile == "" {
 		if s.led, err = cfg.openLedger(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if needLedger {
+		if err := s.lockWork(ctx); err != nil {
+			s.Close()
 			return nil, err
 		}
 	}

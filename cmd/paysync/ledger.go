@@ -30,11 +30,15 @@ func (t ledgerTokens) Load(ctx context.Context) (payroll.StoredToken, error) {
 	if err != nil {
 		return payroll.StoredToken{}, err
 	}
-	return payroll.StoredToken{RefreshToken: rt, Seed: seed, UpdatedAt: at}, nil
+	st := payroll.StoredToken{RefreshToken: rt, Seed: seed, UpdatedAt: at}
+	if st.AccessToken, st.Issued, st.Expiry, err = t.l.AccessToken(ctx, credentialName); err != nil {
+		return payroll.StoredToken{}, err
+	}
+	return st, nil
 }
 
 func (t ledgerTokens) Save(ctx context.Context, st payroll.StoredToken) error {
-	return t.l.SaveCredentials(ctx, credentialName, st.RefreshToken, st.Seed)
+	return t.l.SaveCredentials(ctx, credentialName, st.RefreshToken, st.Seed, st.AccessToken, st.Issued, st.Expiry)
 }
 
 func (t ledgerTokens) Lock(ctx context.Context) (func(), error) {

@@ -113,20 +113,37 @@ func assertClean(t *testing.T, r result, secrets ...string) {
 	}
 }
 
+// Processes started one after the other with the same initial
+// PAYSYNC_REFRESH_TOKEN and rotation on all succeed: the second reuses the
+// first's access token while it is fresh, and the third (after it expired)
+// spends the rotated refresh token the first persisted.
 func TestCLI_MetaTwiceWithRotation(t *testing.T) {
-	s := startSandbox(t, sandbox.Options{Rotate: true})
-	for i := 1; i <= 2; i++ {
-		r := runBinary(t, s.env, "meta")
-		if r.code != 0 {
-			t.Fatalf("run %d: exit %d\n%s%s", i, r.code, r.stdout, r.stderr)
-		}
-		if !strings.Contains(r.stdout, "T1") || !strings.Contains(r.stdout, "Timeløn") {
-			t.Fatalf("run %d: no meta table:\n%s", i, r.stdout)
-		}
-		assertClean(t, r, s.env["PAYSYNC_CLIENT_SECRET"], s.env["PAYSYNC_REFRESH_TOKEN"])
-	}
-	if g := s.sb.State().Counters.TokenGrants["refresh_token"]; g != 2 {
-		t.Errorf("refresh grants = %d, want 2 (one per process)", g)
+	s := startSandbox(t, sandbox.Options{Rotate: true, AccessTTL: time.Second})
+	for _, store := range []string{"token file", "ledger"} {
+		t.Run(store, func(t *testing.T) {
+			env := with(s.env, "PAYSYNC_REFRESH_TOKEN", s.sb.IssueRefreshToken(), "PAYSYNC_LEDGER", filepath.Join(t.TempDir(), "l.db"))
+			if store == "ledger" {
+				delete(env, "PAYSYNC_TOKEN_FILE")
+			} else {
+				env["PAYSYNC_TOKEN_FILE"] = filepath.Join(t.TempDir(), "token.json")
+			}
+			grants := func() int { return s.sb.State().Counters.TokenGrants["refresh_token"] }
+			start := grants()
+			for i, pause := range []time.Duration{0, 0, 900 * time.Millisecond} {
+				time.Sleep(pause) // the third run comes after the 1 s access token aged out
+				r := runBinary(t, env, "meta")
+				if r.code != 0 {
+					t.Fatalf("run %d: exit %d\n%s%s", i+1, r.code, r.stdout, r.stderr)
+				}
+				if !strings.Contains(r.stdout, "T1") || !strings.Contains(r.stdout, "Timeløn") {
+					t.Fatalf("run %d: no meta table:\n%s", i+1, r.stdout)
+				}
+				assertClean(t, r, env["PAYSYNC_CLIENT_SECRET"], env["PAYSYNC_REFRESH_TOKEN"])
+			}
+			if g := grants() - start; g != 2 {
+				t.Errorf("refresh grants = %d, want 2 (run 2 reuses run 1's access token; run 3 refreshes with the rotated token)", g)
+			}
+		})
 	}
 }
 
