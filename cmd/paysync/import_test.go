@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -129,5 +130,60 @@ func TestImport_Stdin(t *testing.T) {
 	code := run(context.Background(), []string{"import", "--dry-run", "--json", "-"}, stdio{in: strings.NewReader(in), out: &out, err: &errb}, lookup)
 	if code != 0 || !strings.Contains(out.String(), `"units": "7.5"`) || !strings.Contains(out.String(), `"source": "stdin"`) {
 		t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+	}
+}
+
+// TestCLI_ImportBatchesRevertReplay walks the operator's commands over one
+// ledger: import, list and show, refused replay, revert, replay.
+func TestCLI_ImportBatchesRevertReplay(t *testing.T) {
+	s := startSandbox(t, sandbox.Options{})
+	env := with(s.env, "PAYSYNC_LEDGER", filepath.Join(t.TempDir(), "ledger.db"), "PAYSYNC_MAPPING", "../../deploy/examples/rules.yaml")
+	step := func(wantCode int, args ...string) result {
+		t.Helper()
+		r := runInProcess(t, env, args...)
+		if r.code != wantCode {
+			t.Fatalf("%v: exit %d, want %d\n%s%s", args, r.code, wantCode, r.stdout, r.stderr)
+		}
+		return r
+	}
+	r := step(0, "import", "../../deploy/examples/toggl.csv")
+	if !strings.Contains(r.stdout, "7 pay parts created") {
+		t.Fatalf("import: %s", r.stdout)
+	}
+	r = step(0, "batches", "--json")
+	var bs []struct {
+		ID      int64  `json:"id"`
+		State   string `json:"state"`
+		Created int    `json:"created"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &bs); err != nil || len(bs) != 1 || bs[0].State != "created" || bs[0].Created != 7 {
+		t.Fatalf("batches --json = %s (%v)", r.stdout, err)
+	}
+	r = step(0, "batches", "show", "1")
+	if !strings.Contains(r.stdout, "toggl.csv:2") || !strings.Contains(r.stdout, "cHBfMQ==") {
+		t.Fatalf("batches show: %s", r.stdout)
+	}
+	step(0, "imports", "show", "1", "--json")
+	r = step(1, "replay", "1", "--yes")
+	if !strings.Contains(r.stderr, "still exist in payroll") {
+		t.Fatalf("replay before revert: %s", r.stderr)
+	}
+	step(2, "revert", "1") // not a terminal and no --yes: refused
+	r = step(0, "revert", "1", "--dry-run")
+	if !strings.Contains(r.stdout, "7 to delete") || len(s.sb.State().Companies[0].PayParts) != 7 {
+		t.Fatalf("revert --dry-run: %s", r.stdout)
+	}
+	step(0, "revert", "1", "--yes")
+	if n := len(s.sb.State().Companies[0].PayParts); n != 0 {
+		t.Fatalf("after revert payroll holds %d", n)
+	}
+	step(0, "revert", "1", "--yes") // twice: nothing to do
+	r = step(0, "replay", "1", "--yes")
+	if !strings.Contains(r.stdout, "7 pay parts created") || len(s.sb.State().Companies[0].PayParts) != 7 {
+		t.Fatalf("replay: %s", r.stdout)
+	}
+	r = step(0, "batches", "--state", "reverted")
+	if !strings.Contains(r.stdout, "reverted") {
+		t.Fatalf("batches --state reverted: %s", r.stdout)
 	}
 }
