@@ -342,31 +342,22 @@ func (l *Ledger) AddForeign(ctx context.Context, company string, ids []string, s
 
 // Known returns the payroll ids of a company that are foreign or ours.
 func (l *Ledger) Known(ctx context.Context, company string) (map[string]bool, error) {
-	out := map[string]bool{}
-	rows, err := l.db.QueryContext(ctx, `SELECT payroll_id FROM foreign_pay_parts WHERE company_id = ?
+	return l.idSet(ctx, "known pay parts", `SELECT payroll_id FROM foreign_pay_parts WHERE company_id = ?
 		UNION SELECT payroll_id FROM pay_parts WHERE company_id = ? AND payroll_id IS NOT NULL`, company, company)
-	if err != nil {
-		return nil, fmt.Errorf("ledger: known pay parts: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out[id] = true
-	}
-	return out, rows.Err()
 }
 
 // Owned returns the payroll ids recorded as ours for a company.
 func (l *Ledger) Owned(ctx context.Context, company string) (map[string]bool, error) {
-	out := map[string]bool{}
-	rows, err := l.db.QueryContext(ctx, `SELECT payroll_id FROM pay_parts WHERE company_id = ? AND payroll_id IS NOT NULL`, company)
+	return l.idSet(ctx, "our pay parts", `SELECT payroll_id FROM pay_parts WHERE company_id = ? AND payroll_id IS NOT NULL`, company)
+}
+
+func (l *Ledger) idSet(ctx context.Context, what, q string, args ...any) (map[string]bool, error) {
+	rows, err := l.db.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("ledger: our pay parts: %w", err)
+		return nil, fmt.Errorf("ledger: %s: %w", what, err)
 	}
 	defer rows.Close()
+	out := map[string]bool{}
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
