@@ -468,3 +468,35 @@ func TestRevertAndReplay(t *testing.T) {
 	}
 	sameMultiset(t, e.sandboxParts(), before)
 }
+
+func TestImporter_EntryIDsAgain(t *testing.T) {
+	e := setup(t, sandbox.Options{})
+	first := []byte(`{"id":"x1","employee_id":"MV8xXzE=","date":"2026-11-02","hours":"7.5","code":"T1"}
+{"id":"x2","employee_id":"MV8xXzI=","date":"2026-11-02","hours":"6","code":"T1"}
+`)
+	if _, err := e.importer(t, nil, 10).Import(ctx(t), "file", "a.ndjson", first); err != nil {
+		t.Fatal(err)
+	}
+	creates := e.sb.State().Counters.Requests["create_pay_parts"]
+	// Another file with the same entries (one re-ordered field, same content): duplicates.
+	again := []byte(`{"employee_id":"MV8xXzE=","id":"x1","date":"2026-11-02","hours":"7.5","code":"T1"}
+`)
+	rep, err := e.importer(t, nil, 10).Import(ctx(t), "file", "b.ndjson", again)
+	if err != nil || rep.Duplicates != 1 || len(rep.ProblemList()) != 0 || rep.PayParts != 0 {
+		t.Fatalf("same entry again: %+v %v", rep, err)
+	}
+	// The same id with other content: an error saying when and how to revert.
+	changed := []byte(`{"id":"x2","employee_id":"MV8xXzI=","date":"2026-11-02","hours":"9","code":"T1"}
+`)
+	rep, err = e.importer(t, nil, 10).Import(ctx(t), "file", "c.ndjson", changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probs := rep.ProblemList()
+	if len(probs) != 1 || !strings.Contains(probs[0].Error(), "was imported on") || !strings.Contains(probs[0].Error(), "paysync revert --import 1") {
+		t.Fatalf("changed entry: %v", probs)
+	}
+	if n := e.sb.State().Counters.Requests["create_pay_parts"]; n != creates {
+		t.Fatalf("%d more create calls", n-creates)
+	}
+}
