@@ -42,6 +42,7 @@ type Report struct {
 	Problems   []error        `json:"-"`
 	PayParts   int            `json:"pay_parts"`
 	Batches    []int64        `json:"batches"`
+	Resumed    int            `json:"resumed_batches,omitempty"` // open batches of an earlier run delivered now
 	ImportedAt string         `json:"-"`
 	planned    []paysync.PlannedPayPart
 }

@@ -140,6 +140,9 @@ func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []s
 				ids[i] = b.ID
 				prog.total += b.Pending
 			}
+			if rep.Duplicate {
+				rep.Resumed = len(open)
+			}
 			if err := d.Deliver(ctx, ids); err != nil {
 				runErr = err
 			}
@@ -213,6 +216,10 @@ func readPayload(name string, stdin io.Reader) (kind, source string, payload []b
 
 func writeSendSummary(w io.Writer, sum sendSummary) {
 	for _, r := range sum.Imports {
+		if r.Duplicate && r.Resumed > 0 {
+			fmt.Fprintf(w, "%s: already imported as import %d on %s; finished %d of its batches left open by an earlier run\n", r.Source, r.ImportID, r.ImportedAt, r.Resumed)
+			continue
+		}
 		if r.Duplicate {
 			fmt.Fprintf(w, "%s: already imported as import %d on %s: nothing sent (duplicate)\n", r.Source, r.ImportID, r.ImportedAt)
 			continue
