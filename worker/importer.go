@@ -44,7 +44,6 @@ type Report struct {
 	Batches    []int64        `json:"batches"`
 	Resumed    int            `json:"resumed_batches,omitempty"` // open batches of an earlier run delivered now
 	ImportedAt string         `json:"-"`
-	planned    []paysync.PlannedPayPart
 }
 
 // Plan reads, dedupes, maps and validates payload, and commits the intent:
@@ -173,7 +172,7 @@ func (im *Importer) Plan(ctx context.Context, kind, name string, payload []byte)
 	if err != nil {
 		return rep, err
 	}
-	rep.ImportID, rep.Batches, rep.PayParts, rep.planned = c.SourceID, c.BatchIDs, len(planned), planned
+	rep.ImportID, rep.Batches, rep.PayParts = c.SourceID, c.BatchIDs, len(planned)
 	return rep, nil
 }
 
