@@ -29,6 +29,10 @@ type Importer struct {
 	Wire      mapping.WireChecker
 	Read      mapping.ReadOptions
 	BatchSize int
+	// AllOrNothing commits nothing of a source that has any problem (the
+	// inbox's default file policy); otherwise the good entries go ahead
+	// and the problems are recorded as rejects.
+	AllOrNothing bool
 }
 
 // Report is what one import did.
@@ -165,6 +169,9 @@ func (im *Importer) Plan(ctx context.Context, kind, name string, payload []byte)
 		} else {
 			intent.Rejects = append(intent.Rejects, ledger.NewReject{Message: p.Error()})
 		}
+	}
+	if im.AllOrNothing && len(rep.Problems) > 0 {
+		return rep, nil // nothing committed: ImportID stays 0
 	}
 	intent.Duplicates = rep.Duplicates
 	intent.PayParts = planned
