@@ -96,9 +96,9 @@ func (l *Ledger) Batch(ctx context.Context, id int64) (Batch, error) {
 // failed), oldest first; sourceID 0 means all.
 func (l *Ledger) OpenBatches(ctx context.Context, sourceID int64) ([]Batch, error) {
 	if sourceID != 0 {
-		return l.queryBatches(ctx, `WHERE b.state IN ('pending','sending','failed') AND b.source_id = ? ORDER BY b.id`, sourceID)
+		return l.queryBatches(ctx, `WHERE b.state IN ('pending','sending','failed') AND b.sealed = 1 AND b.source_id = ? ORDER BY b.id`, sourceID)
 	}
-	return l.queryBatches(ctx, `WHERE b.state IN ('pending','sending','failed') ORDER BY b.id`)
+	return l.queryBatches(ctx, `WHERE b.state IN ('pending','sending','failed') AND b.sealed = 1 ORDER BY b.id`)
 }
 
 // BatchesInState lists batches in one state, oldest first.

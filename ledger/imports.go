@@ -84,6 +84,10 @@ type ImportIntent struct {
 	Rejects    []NewReject
 	PayParts   []paysync.PlannedPayPart // their Entries name entry ids, new or already in the ledger
 	BatchSize  int
+	// Accumulate adds the pay parts to each company's open batch (created
+	// unsealed when there is none with room) instead of new sealed
+	// batches: streaming sources, where one message is one entry.
+	Accumulate bool
 }
 
 // Committed says what an intent became.
@@ -176,6 +180,14 @@ func (l *Ledger) CommitImport(ctx context.Context, in ImportIntent) (Committed, 
 		}
 		for _, c := range companies {
 			pps := byCompany[c]
+			if in.Accumulate {
+				ids2, err := accumulate(ctx, tx, c, out.SourceID, pps, in.BatchSize, ids, now)
+				if err != nil {
+					return err
+				}
+				out.BatchIDs = append(out.BatchIDs, ids2...)
+				continue
+			}
 			for start := 0; start < len(pps); start += in.BatchSize {
 				chunk := pps[start:min(start+in.BatchSize, len(pps))]
 				bid, err := insertBatch(ctx, tx, c, out.SourceID, 0, in.ReplayOf, now)
@@ -385,3 +397,58 @@ func hashHex(b []byte) string {
 
 // HashPayload returns the content hash of a source payload.
 func HashPayload(b []byte) string { return hashHex(b) }
+
+// accumulate appends pay parts to the company's open (unsealed) batch,
+// opening new ones as each fills up; a full batch is sealed at once.
+func accumulate(ctx context.Context, tx *sql.Tx, company string, source int64, pps []paysync.PlannedPayPart, size int, ids map[string]int64, now string) ([]int64, error) {
+	var out []int64
+	for len(pps) > 0 {
+		var bid int64
+		var n int
+		err := tx.QueryRowContext(ctx, `SELECT b.id, (SELECT count(*) FROM pay_parts p WHERE p.batch_id = b.id) FROM batches b
+			WHERE b.company_id = ? AND b.sealed = 0 AND b.state = 'pending' ORDER BY b.id LIMIT 1`, company).Scan(&bid, &n)
+		if errors.Is(err, sql.ErrNoRows) {
+			if bid, err = insertBatch(ctx, tx, company, source, 0, 0, now); err != nil {
+				return nil, err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE batches SET sealed = 0 WHERE id = ?`, bid); err != nil {
+				return nil, err
+			}
+			n = 0
+		} else if err != nil {
+			return nil, err
+		}
+		room := size - n
+		take := pps[:min(room, len(pps))]
+		for i, pp := range take {
+			if err := insertPayPart(ctx, tx, bid, n+i, pp, ids, now); err != nil {
+				return nil, err
+			}
+		}
+		pps = pps[len(take):]
+		if n+len(take) >= size {
+			if _, err := tx.ExecContext(ctx, `UPDATE batches SET sealed = 1, updated_at = ? WHERE id = ?`, now, bid); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, bid)
+	}
+	return out, nil
+}
+
+// SealDue seals open batches that waited at least linger, and returns
+// every sealed batch that is still pending (for the sender).
+func (l *Ledger) SealDue(ctx context.Context, linger time.Duration) error {
+	return l.tx(ctx, "seal batches", func(tx *sql.Tx) error {
+		cutoff := l.now().Add(-linger).UTC().Format(tsLayout)
+		_, err := tx.ExecContext(ctx, `UPDATE batches SET sealed = 1, updated_at = ? WHERE sealed = 0 AND created_at <= ?`, l.ts(), cutoff)
+		return err
+	})
+}
+
+// Unsealed counts pay parts waiting in open batches.
+func (l *Ledger) Unsealed(ctx context.Context) (int, error) {
+	var n int
+	err := l.db.QueryRowContext(ctx, `SELECT count(*) FROM pay_parts p JOIN batches b ON b.id = p.batch_id WHERE b.sealed = 0`).Scan(&n)
+	return n, err
+}

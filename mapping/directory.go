@@ -3,6 +3,7 @@ package mapping
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/paysync/paysync"
 )
@@ -25,9 +26,28 @@ type Cache struct {
 }
 
 type companyEmployees struct {
-	byID   map[string]paysync.Employee
-	byName map[string][]paysync.Employee // folded name → employees
-	err    error
+	byID    map[string]paysync.Employee
+	byName  map[string][]paysync.Employee // folded name → employees
+	err     error
+	fetched time.Time
+}
+
+// refreshAfter is how old a company's employee list must be before a miss
+// fetches it again (a new hire in a long-running daemon).
+const refreshAfter = 30 * time.Second
+
+// refresh drops a company's cached employees if they are older than
+// refreshAfter, so that the next lookup fetches them again. It reports
+// whether it did.
+func (c *Cache) refresh(companyID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ce, ok := c.emps[companyID]
+	if !ok || time.Since(ce.fetched) < refreshAfter {
+		return false
+	}
+	delete(c.emps, companyID)
+	return true
 }
 
 // NewCache wraps dir.
@@ -69,7 +89,7 @@ func (c *Cache) company(ctx context.Context, companyID string) (*companyEmployee
 	if ce, ok := c.emps[companyID]; ok {
 		return ce, ce.err
 	}
-	ce := &companyEmployees{byID: map[string]paysync.Employee{}, byName: map[string][]paysync.Employee{}}
+	ce := &companyEmployees{byID: map[string]paysync.Employee{}, byName: map[string][]paysync.Employee{}, fetched: time.Now()}
 	emps, err := c.dir.Employees(ctx, companyID, nil)
 	if err != nil {
 		ce.err = err

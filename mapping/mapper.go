@@ -340,8 +340,18 @@ func entryField(e paysync.Entry, name string) (decimal.NullDecimal, bool, error)
 	return decimal.NewNullDecimal(d), true, nil
 }
 
-// employee resolves the entry's person in its company.
+// employee resolves the entry's person in its company. A miss fetches the
+// company's employees again when the cached list is older than 30 s.
 func (m *Mapper) employee(ctx context.Context, e paysync.Entry, l *Line, prob func(string, string, string) *Problem) error {
+	err := m.resolve(ctx, e, l, prob)
+	var p *Problem
+	if errors.As(err, &p) && p.Field != "company_id" && m.cache.refresh(l.CompanyID) {
+		return m.resolve(ctx, e, l, prob)
+	}
+	return err
+}
+
+func (m *Mapper) resolve(ctx context.Context, e paysync.Entry, l *Line, prob func(string, string, string) *Problem) error {
 	ce, err := m.cache.company(ctx, l.CompanyID)
 	if err != nil {
 		return prob("company_id", fmt.Sprintf("company %s: %v", l.CompanyID, err), "check the company id (paysync companies lists them)")

@@ -33,6 +33,9 @@ type Importer struct {
 	// inbox's default file policy); otherwise the good entries go ahead
 	// and the problems are recorded as rejects.
 	AllOrNothing bool
+	// Accumulate adds the pay parts to each company's open batch (sealed
+	// by size or linger) instead of new batches: streaming sources.
+	Accumulate bool
 }
 
 // Report is what one import did.
@@ -96,8 +99,9 @@ func (im *Importer) Plan(ctx context.Context, kind, name string, payload []byte)
 	}
 	planner := mapping.NewPlanner(im.Rules, im.Wire)
 	intent := ledger.ImportIntent{
-		Source:    &ledger.NewSource{Kind: kind, Name: name, Format: string(format), Hash: hash, Payload: payload},
-		BatchSize: im.BatchSize,
+		Source:     &ledger.NewSource{Kind: kind, Name: name, Format: string(format), Hash: hash, Payload: payload},
+		BatchSize:  im.BatchSize,
+		Accumulate: im.Accumulate,
 	}
 	seen := map[string]bool{}
 	index := map[string]int{} // entry id → position in intent.Entries
