@@ -63,6 +63,14 @@ type Deliverer struct {
 	DeleteChunk int                                              // pay part ids per delete_pay_parts call (default 100)
 	Sleep       func(ctx context.Context, d time.Duration) error // default: a timer that honours ctx
 	OnProgress  func(created int)                                // called after each batch outcome
+	// Limiter, when set, is waited on before every create and delete call
+	// (a token bucket: PAYSYNC_RATE_LIMIT).
+	Limiter interface {
+		Wait(ctx context.Context) error
+	}
+	// OnBatch, when set, observes outcomes ("created", "failed", "split",
+	// "reconciled", "deleted") with their number of pay parts, for metrics.
+	OnBatch func(outcome string, payParts int)
 
 	Stats       Stats
 	snapshotted map[string]bool
@@ -247,6 +255,11 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id int64) ([]int64, error)
 		for i, it := range pending {
 			inputs[i] = it.PayPartInput
 		}
+		if d.Limiter != nil {
+			if err := d.Limiter.Wait(ctx); err != nil {
+				return nil, err
+			}
+		}
 		att, err := d.L.BeginAttempt(ctx, id, "create", len(pending))
 		if err != nil {
 			return nil, err
@@ -262,6 +275,7 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id int64) ([]int64, error)
 				return nil, err
 			}
 			d.Stats.Created += len(created)
+			d.observe("created", len(created))
 			d.progress()
 			continue
 		}
@@ -284,6 +298,7 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id int64) ([]int64, error)
 			}
 			if state == ledger.BatchFailed {
 				d.Stats.Failed++
+				d.observe("failed", len(pending))
 				d.Log.Warn("batch failed: attempts exhausted", "batch", id, "attempts", b.Attempts+1, "err", msg)
 				return nil, nil
 			}
@@ -313,6 +328,7 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id int64) ([]int64, error)
 						c = append(c, it.ID)
 					}
 				}
+				d.observe("split", len(pending))
 				return d.L.SplitBatch(ctx, id, att, msg, [][]int64{a, c})
 			}
 		case payroll.Ambiguous:
@@ -328,6 +344,12 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id int64) ([]int64, error)
 			}
 			return nil, err
 		}
+	}
+}
+
+func (d *Deliverer) observe(outcome string, n int) {
+	if d.OnBatch != nil {
+		d.OnBatch(outcome, n)
 	}
 }
 
@@ -390,6 +412,7 @@ func (d *Deliverer) reconcile(ctx context.Context, id int64, company string) err
 	}
 	d.Stats.Reconciled += len(ids)
 	d.Stats.Created += len(ids)
+	d.observe("reconciled", len(ids))
 	d.Log.Info("reconciled", "batch", id, "found", len(ids), "pending", len(pending)-len(ids))
 	d.progress()
 	return nil

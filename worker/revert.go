@@ -92,6 +92,11 @@ func (d *Deliverer) revertBatch(ctx context.Context, id int64) error {
 		for start := 0; start < len(present); start += d.DeleteChunk {
 			end := min(start+d.DeleteChunk, len(present))
 			d.Stats.Attempts++
+			if d.Limiter != nil {
+				if err := d.Limiter.Wait(ctx); err != nil {
+					return err
+				}
+			}
 			// Ledger first: record what this delete is about to remove.
 			if err := d.L.MarkDeleting(ctx, att, present[start:end]); err != nil {
 				return err
@@ -104,6 +109,7 @@ func (d *Deliverer) revertBatch(ctx context.Context, id int64) error {
 				return err
 			}
 			d.Stats.Deleted += end - start
+			d.observe("deleted", end-start)
 		}
 		if failure == nil {
 			return d.L.MarkRemoved(ctx, id, att, nil, nil)
