@@ -191,3 +191,20 @@ func (l *Ledger) Rejects(ctx context.Context, sourceID int64) ([]Reject, error) 
 	}
 	return out, rows.Err()
 }
+
+// PendingPayParts counts pay parts committed and not yet created.
+func (l *Ledger) PendingPayParts(ctx context.Context) (int, error) {
+	var n int
+	err := l.db.QueryRowContext(ctx, `SELECT count(*) FROM pay_parts WHERE state = 'pending'`).Scan(&n)
+	return n, err
+}
+
+// CheckWritable takes the write lock and releases it: the ledger can be
+// written right now (for /readyz).
+func (l *Ledger) CheckWritable(ctx context.Context) error {
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		return l.classifyOpen("check", err)
+	}
+	return tx.Rollback()
+}
