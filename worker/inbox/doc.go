@@ -1,0 +1,80 @@
+// Package inbox is paysync's cron-polled file source: on a schedule it takes
+// the timesheet exports dropped into a folder, imports each through the
+// worker's Importer, and moves it to processed/ or failed/ with a
+// human-readable report beside it.
+//
+// # Dropping files
+//
+// Write a file under a temporary name and rename it when it is complete:
+//
+//	cp export.csv /srv/inbox/hours.csv.part && mv /srv/inbox/hours.csv.part /srv/inbox/hours.csv
+//
+// A rename within one file system is atomic, so the inbox sees either no
+// file or the whole file. Names that are hidden (".x") or end in .part, .tmp,
+// .partial, .crdownload or ~ are never taken, nor are files that match none
+// of the patterns (default *.csv, *.json, *.ndjson, *.txt; matched without
+// regard to case), directories (processed/ and failed/ among them) and
+// anything that is not a regular file.
+//
+// For writers that cannot rename, the inbox also waits for a file to settle:
+// a file is taken only when its size and modification time are the same as
+// at the previous look. A file seen for the first time is "waiting" and is
+// taken at the next poll if it has not changed. [Config.SettleLook] makes a
+// single poll look twice, that far apart (paysync run --once). Settling is a
+// heuristic (a writer may pause longer than one poll interval); the rename is
+// the guarantee.
+//
+// A symbolic link is followed only when its target (after
+// [filepath.EvalSymlinks]) is inside the inbox; a link that leads outside,
+// or nowhere, is refused: the link itself is moved to failed/ with a report
+// saying why.
+//
+// # What happens to a file
+//
+// The file is read (at most [Config.MaxFileSize] bytes; a larger file goes
+// to failed/ with a report) and imported as source "inbox/<name>". Then:
+//
+//   - the import failed (payroll API unreachable, connection revoked, the
+//     ledger, the context): the file stays where it is and is tried again
+//     at the next poll. A file is never moved unless its import committed;
+//   - the file has problems and nothing was committed (policy
+//     all-or-nothing, the default: the caller configures the importer with
+//     AllOrNothing): failed/, with a report listing every problem;
+//   - the file has problems and the good entries were committed and sent
+//     (policy partial): processed/, with a report listing the rejects;
+//   - the same content was imported before: processed/ as a duplicate,
+//     with a report naming that import;
+//   - otherwise: processed/.
+//
+// A moved file is named "<UTC time 20060102T150405Z>-<name>" (a duplicate
+// "<time>-<stem>.duplicate<ext>"); an existing name is never overwritten,
+// "-2", "-3", … are added instead. Its report is "<moved name>.report.txt":
+// what happened, the import id, the counts, every problem on its own line,
+// and what to do next. processed/ and failed/ are created (mode 0700) inside
+// the inbox, so that moving is a rename within one file system.
+//
+// # Crash safety
+//
+// The ledger, not the inbox, makes imports exactly once. If the process dies
+// after an import committed but before its file was moved, the next poll
+// imports the same content again: the ledger recognises its content hash,
+// the importer reports a duplicate (and delivers any batches of the first
+// import still open), and the file is moved to processed/ as a duplicate.
+// Nothing is sent twice. The inbox's own memory (which files it has seen,
+// and how big) lives only in the process; after a restart every file waits
+// one more poll.
+//
+// # Scheduling
+//
+// [Inbox.Start] runs [Inbox.Poll] on a cron schedule
+// (github.com/robfig/cron/v3): five or six fields (seconds optional),
+// descriptors such as "@hourly" or "@every 1m" (an interval shorter than a
+// second counts as one second), and an optional "CRON_TZ=Europe/Copenhagen "
+// prefix; without it the schedule is in the local time zone. A poll is
+// skipped while the previous one still runs, and a panic in a poll is logged
+// and does not stop later polls (the job chain is SkipIfStillRunning wrapping
+// Recover; the other order loses SkipIfStillRunning's token on a panic in
+// cron v3.0.1, so that no poll would ever run again). [Inbox.RunNow] runs a
+// poll at once through the same chain; [Inbox.Close] stops the schedule and
+// waits for a poll in progress.
+package inbox

@@ -1,0 +1,706 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/paysync/paysync/payroll"
+	"github.com/paysync/paysync/worker"
+)
+
+// FileImporter is what the inbox needs: *worker.Importer satisfies it.
+type FileImporter interface {
+	Import(ctx context.Context, kind, name string, payload []byte) (worker.Report, error)
+}
+
+var _ FileImporter = (*worker.Importer)(nil)
+
+// Policy says what becomes of a file with problems.
+type Policy string
+
+const (
+	// AllOrNothing (the default): a file with any problem is refused as a
+	// whole and goes to failed/. The importer must commit nothing of it
+	// (worker.Importer.AllOrNothing).
+	AllOrNothing Policy = "all-or-nothing"
+	// Partial: the good entries are imported, the file goes to processed/
+	// with a report listing the rejects.
+	Partial Policy = "partial"
+)
+
+// Outcomes of a file in one poll (FileResult.Outcome).
+const (
+	OutcomeProcessed = "processed" // imported; moved to processed/
+	OutcomeFailed    = "failed"    // nothing imported (problems, too large); moved to failed/
+	OutcomeDuplicate = "duplicate" // imported before; moved to processed/
+	OutcomeWaiting   = "waiting"   // new or still changing; looked at again next poll
+	OutcomeRefused   = "refused"   // a symbolic link leading outside the inbox; moved to failed/
+	OutcomeError     = "error"     // reading or importing failed; left in place for the next poll
+)
+
+// Defaults of Config.
+const (
+	DefaultSchedule    = "@every 1m"
+	DefaultMaxFileSize = 256 << 20
+)
+
+// Folders inside the inbox.
+const (
+	ProcessedDir = "processed"
+	FailedDir    = "failed"
+)
+
+const reportSuffix = ".report.txt"
+
+var (
+	defaultPatterns = []string{"*.csv", "*.json", "*.ndjson", "*.txt"}
+	// Names of files still being written by common tools.
+	partialSuffixes = []string{".part", ".tmp", ".partial", ".crdownload", "~"}
+	// Seconds optional, so both "0 6 * * *" and "*/30 * * * * *" work.
+	specParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+)
+
+// Config configures an Inbox. Only Dir is required.
+type Config struct {
+	Dir         string        // the inbox folder (must exist): PAYSYNC_INBOX
+	Patterns    []string      // glob patterns of file names to take, matched without regard to case (default *.csv, *.json, *.ndjson, *.txt)
+	Schedule    string        // cron spec, seconds optional, descriptors and a CRON_TZ=Area/City prefix allowed (default "@every 1m"): PAYSYNC_SCHEDULE
+	MaxFileSize int64         // larger files go to failed/ with a report (default 256 MiB)
+	Policy      Policy        // default AllOrNothing
+	SettleLook  time.Duration // > 0: one poll looks twice this far apart instead of needing two polls (run --once)
+	Logger      *slog.Logger  // default: discard
+	Now         func() time.Time
+}
+
+// Result is what one poll did.
+type Result struct {
+	Processed, Failed, Duplicates, Waiting int // Failed includes refused files
+	Files                                  []FileResult
+}
+
+// FileResult is what one poll did with one file.
+type FileResult struct {
+	Name     string // the file's name in the inbox
+	Outcome  string // OutcomeProcessed, OutcomeFailed, OutcomeDuplicate, OutcomeWaiting, OutcomeRefused or OutcomeError
+	Moved    string // path the file was moved to, "" when it was not
+	Report   string // path of the report, "" when none was written
+	ImportID int64  // the import (of the earlier import for a duplicate), 0 when none
+	Error    string // why, for OutcomeError
+}
+
+func (r *Result) add(f FileResult) {
+	switch f.Outcome {
+	case OutcomeProcessed:
+		r.Processed++
+	case OutcomeFailed, OutcomeRefused:
+		r.Failed++
+	case OutcomeDuplicate:
+		r.Duplicates++
+	case OutcomeWaiting:
+		r.Waiting++
+	}
+	r.Files = append(r.Files, f)
+}
+
+// Inbox takes the files dropped into a folder. Polls are serialised.
+type Inbox struct {
+	dir      string // absolute
+	root     string // dir with symbolic links resolved: "inside the inbox" is relative to it
+	patterns []string
+	spec     string
+	schedule cron.Schedule
+	max      int64
+	policy   Policy
+	settle   time.Duration
+	log      *slog.Logger
+	now      func() time.Time
+	im       FileImporter
+
+	sem  chan struct{}   // held by the poll in progress
+	seen map[string]seen // guarded by sem: what the previous look found
+
+	mu      sync.Mutex
+	cron    *cron.Cron
+	job     cron.Job // the poll wrapped in the chain, for RunNow
+	cancel  context.CancelFunc
+	closed  bool
+	running sync.WaitGroup // RunNow's goroutines
+}
+
+// seen is a file as the previous look found it.
+type seen struct {
+	size  int64
+	mtime time.Time
+	first time.Time
+}
+
+// New checks cfg and creates processed/ and failed/ (mode 0700) inside the
+// inbox. Errors name the variable to fix (PAYSYNC_INBOX, PAYSYNC_SCHEDULE).
+//
+// When im is a *worker.Importer, its AllOrNothing must match the policy.
+func New(cfg Config, im FileImporter) (*Inbox, error) {
+	if im == nil {
+		return nil, errors.New("inbox: no importer")
+	}
+	if cfg.Dir == "" {
+		return nil, errors.New("PAYSYNC_INBOX is not set: the inbox needs a folder")
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("PAYSYNC_INBOX: %w", err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return nil, fmt.Errorf("PAYSYNC_INBOX: the inbox folder must exist: %w", err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("PAYSYNC_INBOX: %s is not a directory", dir)
+	}
+	root, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, fmt.Errorf("PAYSYNC_INBOX: %w", err)
+	}
+
+	spec := strings.TrimSpace(cfg.Schedule)
+	if spec == "" {
+		spec = DefaultSchedule
+	}
+	sched, err := parseSchedule(spec)
+	if err != nil {
+		return nil, fmt.Errorf("PAYSYNC_SCHEDULE: %q: %v (want a cron spec with optional seconds such as \"0 6 * * 1-5\" or \"*/30 * * * * *\", or a descriptor such as \"@every 1m\" or \"@hourly\", optionally after \"CRON_TZ=Europe/Copenhagen \")", spec, err)
+	}
+
+	patterns := cfg.Patterns
+	if len(patterns) == 0 {
+		patterns = defaultPatterns
+	}
+	lower := make([]string, len(patterns))
+	for i, p := range patterns {
+		if _, err := filepath.Match(p, ""); err != nil || p == "" || strings.ContainsRune(p, filepath.Separator) {
+			return nil, fmt.Errorf("inbox: file pattern %q: want a glob of file names such as *.csv", p)
+		}
+		lower[i] = strings.ToLower(p)
+	}
+
+	policy := cfg.Policy
+	if policy == "" {
+		policy = AllOrNothing
+	}
+	if policy != AllOrNothing && policy != Partial {
+		return nil, fmt.Errorf("inbox: policy %q: want %q or %q", cfg.Policy, AllOrNothing, Partial)
+	}
+	if wi, ok := im.(*worker.Importer); ok && wi.AllOrNothing != (policy == AllOrNothing) {
+		return nil, fmt.Errorf("inbox: policy %s needs the importer's AllOrNothing to be %v", policy, policy == AllOrNothing)
+	}
+
+	maxSize := cfg.MaxFileSize
+	if maxSize == 0 {
+		maxSize = DefaultMaxFileSize
+	}
+	if maxSize < 0 {
+		return nil, fmt.Errorf("inbox: maximum file size %d: must be positive", maxSize)
+	}
+	if cfg.SettleLook < 0 {
+		return nil, fmt.Errorf("inbox: settle look %s: must not be negative", cfg.SettleLook)
+	}
+
+	for _, sub := range []string{ProcessedDir, FailedDir} {
+		p := filepath.Join(dir, sub)
+		if err := os.Mkdir(p, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("PAYSYNC_INBOX: create %s: %w", p, err)
+		}
+		// A real directory, so that moving into it is a rename within
+		// the inbox's file system.
+		if fi, err := os.Lstat(p); err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("PAYSYNC_INBOX: %s must be a directory inside the inbox (not a file or a link)", p)
+		}
+	}
+
+	in := &Inbox{
+		dir:      dir,
+		root:     root,
+		patterns: lower,
+		spec:     spec,
+		schedule: sched,
+		max:      maxSize,
+		policy:   policy,
+		settle:   cfg.SettleLook,
+		log:      cfg.Logger,
+		now:      cfg.Now,
+		im:       im,
+		sem:      make(chan struct{}, 1),
+		seen:     map[string]seen{},
+	}
+	if in.log == nil {
+		in.log = slog.New(slog.DiscardHandler)
+	}
+	if in.now == nil {
+		in.now = time.Now
+	}
+	return in, nil
+}
+
+// parseSchedule parses a cron spec, seconds optional. cron v3.0.1 panics on
+// a lone "CRON_TZ=Zone" without a schedule after it.
+func parseSchedule(spec string) (s cron.Schedule, err error) {
+	if (strings.HasPrefix(spec, "CRON_TZ=") || strings.HasPrefix(spec, "TZ=")) && !strings.Contains(spec, " ") {
+		return nil, errors.New("a schedule must follow the time zone")
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			s, err = nil, fmt.Errorf("%v", r)
+		}
+	}()
+	return specParser.Parse(spec)
+}
+
+// Start schedules polls and returns at once. The polls run with ctx,
+// which Close cancels; once ctx ends, ticks do nothing until Close.
+func (in *Inbox) Start(ctx context.Context) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed {
+		return errors.New("inbox: start: closed")
+	}
+	if in.cron != nil {
+		return errors.New("inbox: start: already started")
+	}
+	jobCtx, cancel := context.WithCancel(ctx)
+	l := cronLogger{in.log}
+	// SkipIfStillRunning must wrap Recover: the other way round, a panic
+	// loses SkipIfStillRunning's token and no poll ever runs again (v3.0.1).
+	c := cron.New(cron.WithChain(cron.SkipIfStillRunning(l), cron.Recover(l)), cron.WithLogger(l))
+	id := c.Schedule(in.schedule, cron.FuncJob(func() { in.scheduledPoll(jobCtx) }))
+	// Entry.WrappedJob goes through the chain; Entry.Job would not.
+	in.job = c.Entry(id).WrappedJob
+	in.cron, in.cancel = c, cancel
+	c.Start()
+	in.log.Info("inbox started", "dir", in.dir, "schedule", in.spec, "next", in.schedule.Next(in.now()))
+	return nil
+}
+
+// RunNow starts a poll at once through the same chain as the scheduled ones:
+// it is skipped if a poll is running. It does nothing before Start or after
+// Close.
+func (in *Inbox) RunNow() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.job == nil || in.closed {
+		in.log.Warn("inbox: run now ignored: the inbox is not running")
+		return
+	}
+	in.running.Add(1)
+	go func() {
+		defer in.running.Done()
+		in.job.Run()
+	}()
+}
+
+// Close stops scheduling and waits for a poll in progress. If ctx ends
+// first, the poll's context is cancelled (it stops at its next look at the
+// context, leaving the file it was importing in place) and Close returns
+// ctx's error.
+func (in *Inbox) Close(ctx context.Context) error {
+	in.mu.Lock()
+	if in.closed {
+		in.mu.Unlock()
+		return nil
+	}
+	in.closed = true
+	c, cancel := in.cron, in.cancel
+	in.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	stopped := c.Stop()
+	done := make(chan struct{})
+	go func() {
+		<-stopped.Done()
+		in.running.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		cancel()
+		in.log.Info("inbox stopped")
+		return nil
+	case <-ctx.Done():
+		cancel()
+		return fmt.Errorf("inbox: close: %w (the poll in progress was cancelled)", ctx.Err())
+	}
+}
+
+func (in *Inbox) scheduledPoll(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
+	res, err := in.Poll(ctx)
+	if err != nil {
+		in.log.Error("inbox poll", "err", err)
+	}
+	in.log.Debug("inbox poll done", "processed", res.Processed, "failed", res.Failed, "duplicates", res.Duplicates, "waiting", res.Waiting)
+}
+
+// Poll looks at the inbox once (twice, SettleLook apart, when that is set)
+// and takes every file that has settled. The error joins those of files
+// left in place; the poll stops early when ctx ends or the payroll
+// connection is revoked.
+func (in *Inbox) Poll(ctx context.Context) (Result, error) {
+	var res Result
+	select {
+	case in.sem <- struct{}{}:
+	case <-ctx.Done():
+		return res, ctx.Err()
+	}
+	defer func() { <-in.sem }()
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	if in.settle > 0 {
+		if _, _, err := in.look(); err != nil {
+			return res, err
+		}
+		t := time.NewTimer(in.settle)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return res, ctx.Err()
+		}
+	}
+	ready, waiting, err := in.look()
+	if err != nil {
+		return res, err
+	}
+	for _, name := range waiting {
+		res.add(FileResult{Name: name, Outcome: OutcomeWaiting})
+	}
+	var errs []error
+	for _, c := range ready {
+		if err := ctx.Err(); err != nil {
+			errs = append(errs, err)
+			break
+		}
+		fr, err := in.take(ctx, c)
+		res.add(fr)
+		if err != nil {
+			errs = append(errs, err)
+			if ctx.Err() != nil || errors.Is(err, payroll.ErrRevoked) {
+				break // the other files could not be imported either
+			}
+		}
+	}
+	sort.SliceStable(res.Files, func(i, j int) bool { return res.Files[i].Name < res.Files[j].Name })
+	return res, errors.Join(errs...)
+}
+
+// candidate is a file a look found ready to be taken.
+type candidate struct {
+	name   string
+	path   string
+	info   fs.FileInfo // of the file read: the target, for a link
+	refuse string      // why the file is refused, for a link leading outside
+}
+
+// look lists the inbox, remembers what it found, and returns the files
+// unchanged since the previous look (and links to refuse) and the names of
+// files that are new or changed.
+func (in *Inbox) look() (ready []candidate, waiting []string, err error) {
+	entries, err := os.ReadDir(in.dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("inbox: %w", err)
+	}
+	present := map[string]bool{}
+	for _, de := range entries {
+		name := de.Name()
+		if !in.wanted(name) {
+			continue
+		}
+		c := candidate{name: name, path: filepath.Join(in.dir, name)}
+		switch mode := de.Type(); {
+		case mode.IsRegular():
+			fi, err := de.Info()
+			if err != nil {
+				continue // gone meanwhile
+			}
+			c.info = fi
+		case mode&fs.ModeSymlink != 0:
+			target, err := filepath.EvalSymlinks(c.path)
+			if err != nil {
+				c.refuse = fmt.Sprintf("it is a symbolic link whose target cannot be found (%v)", err)
+				ready = append(ready, c)
+				continue
+			}
+			if !inside(in.root, target) {
+				c.refuse = fmt.Sprintf("it is a symbolic link to %s, which is outside the inbox; paysync takes only files inside the inbox", target)
+				ready = append(ready, c)
+				continue
+			}
+			fi, err := os.Stat(target)
+			if err != nil || !fi.Mode().IsRegular() {
+				continue // a link to a directory or a special file: ignored
+			}
+			c.info = fi
+		default:
+			continue // directories (processed/, failed/), pipes, sockets, devices
+		}
+		present[name] = true
+		prev, ok := in.seen[name]
+		if ok && prev.size == c.info.Size() && prev.mtime.Equal(c.info.ModTime()) {
+			ready = append(ready, c)
+			continue
+		}
+		first := in.now()
+		if ok {
+			first = prev.first
+		}
+		in.seen[name] = seen{size: c.info.Size(), mtime: c.info.ModTime(), first: first}
+		waiting = append(waiting, name)
+		in.log.Debug("inbox: file waiting to settle", "file", name, "size", c.info.Size(), "first_seen", first)
+	}
+	for name := range in.seen {
+		if !present[name] {
+			delete(in.seen, name)
+		}
+	}
+	return ready, waiting, nil
+}
+
+// wanted reports whether name matches a pattern and is neither hidden nor a
+// file still being written.
+func (in *Inbox) wanted(name string) bool {
+	if strings.HasPrefix(name, ".") {
+		return false
+	}
+	lower := strings.ToLower(name)
+	for _, s := range partialSuffixes {
+		if strings.HasSuffix(lower, s) {
+			return false
+		}
+	}
+	for _, p := range in.patterns {
+		if ok, _ := filepath.Match(p, lower); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// inside reports whether path is below root.
+func inside(root, path string) bool {
+	rel, err := filepath.Rel(root, path)
+	return err == nil && rel != "." && rel != ".." && !filepath.IsAbs(rel) &&
+		!strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+var (
+	errChanged  = errors.New("changed while being read")
+	errTooLarge = errors.New("too large")
+)
+
+// take imports one settled file and moves it. A file whose import did not
+// commit is never moved.
+func (in *Inbox) take(ctx context.Context, c candidate) (FileResult, error) {
+	fr := FileResult{Name: c.name}
+	if c.refuse != "" {
+		r := report{file: c.name, outcome: "refused: " + c.refuse,
+			next: fmt.Sprintf("copy the file itself into the inbox (write it as %s.part, then rename it to %s).", c.name, c.name)}
+		return in.finish(fr, c, OutcomeRefused, FailedDir, "", r)
+	}
+	size := c.info.Size()
+	payload, err := in.read(c)
+	switch {
+	case errors.Is(err, errChanged):
+		delete(in.seen, c.name) // it settles again from the next look
+		fr.Outcome = OutcomeWaiting
+		return fr, nil
+	case errors.Is(err, errTooLarge):
+		r := report{file: c.name, size: size, sizeKnown: true,
+			outcome: fmt.Sprintf("failed: the file is larger than the inbox's limit of %d bytes; nothing of it was read", in.max),
+			next:    "split the export into smaller files and drop them into the inbox again (or raise the inbox's size limit)."}
+		return in.finish(fr, c, OutcomeFailed, FailedDir, "", r)
+	case err != nil:
+		fr.Outcome, fr.Error = OutcomeError, err.Error()
+		return fr, fmt.Errorf("inbox: read %s (left in the inbox for the next poll): %w", c.name, err)
+	}
+
+	rep, err := in.im.Import(ctx, "file", "inbox/"+c.name, payload)
+	if err != nil {
+		fr.Outcome, fr.ImportID, fr.Error = OutcomeError, rep.ImportID, err.Error()
+		in.log.Warn("inbox: import failed; the file stays in the inbox for the next poll", "file", c.name, "err", err)
+		return fr, fmt.Errorf("inbox: import %s (left in the inbox for the next poll): %w", c.name, err)
+	}
+	fr.ImportID = rep.ImportID
+	problems := rep.ProblemList()
+	r := report{file: c.name, size: int64(len(payload)), sizeKnown: true, rep: &rep, problems: problems}
+	switch {
+	case rep.Duplicate:
+		when := ""
+		if rep.ImportedAt != "" {
+			when = " on " + rep.ImportedAt
+		}
+		r.outcome = fmt.Sprintf("duplicate of import %d: the same content was imported before%s, so it was not imported again (pay parts of that import still unsent, after an interruption, were sent now)", rep.ImportID, when)
+		r.next = "nothing."
+		return in.finish(fr, c, OutcomeDuplicate, ProcessedDir, ".duplicate", r)
+	case rep.ImportID == 0 && len(problems) > 0:
+		r.outcome = fmt.Sprintf("failed: the file has %s, so nothing of it was imported (policy %s)", count(len(problems), "problem"), AllOrNothing)
+		r.next = fixAndDropAgain
+		if in.policy == Partial {
+			in.log.Warn("inbox: policy partial, but the importer committed nothing of a file with problems; set the importer's AllOrNothing to false", "file", c.name)
+		}
+		return in.finish(fr, c, OutcomeFailed, FailedDir, "", r)
+	case rep.ImportID == 0:
+		r.outcome = "failed: the importer committed nothing and reported no problem"
+		r.next = "look at paysync's log, then drop the file into the inbox again."
+		return in.finish(fr, c, OutcomeFailed, FailedDir, "", r)
+	case len(problems) > 0:
+		r.outcome = fmt.Sprintf("processed with rejects: the good entries were imported as import %d; the %s below were rejected (policy %s)", rep.ImportID, count(len(problems), "line"), Partial)
+		r.next = fixAndDropAgain
+		if in.policy == AllOrNothing {
+			in.log.Warn("inbox: policy all-or-nothing, but the importer committed part of a file with problems; set the importer's AllOrNothing", "file", c.name, "import", rep.ImportID)
+		}
+		return in.finish(fr, c, OutcomeProcessed, ProcessedDir, "", r)
+	default:
+		r.outcome = fmt.Sprintf("processed: imported as import %d", rep.ImportID)
+		r.next = fmt.Sprintf("nothing. `paysync imports show %d` shows the import and its batches.", rep.ImportID)
+		return in.finish(fr, c, OutcomeProcessed, ProcessedDir, "", r)
+	}
+}
+
+const fixAndDropAgain = "fix the lines above and drop the corrected file into the inbox again; entries already paid are recognised as duplicates."
+
+// read reads the file c, at most in.max bytes, checking that it is still
+// the file the look found.
+func (in *Inbox) read(c candidate) ([]byte, error) {
+	if c.info.Size() > in.max {
+		return nil, errTooLarge
+	}
+	f, err := os.Open(c.path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !os.SameFile(fi, c.info) || fi.Size() != c.info.Size() || !fi.ModTime().Equal(c.info.ModTime()) {
+		return nil, errChanged
+	}
+	b, err := io.ReadAll(io.LimitReader(f, in.max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > in.max {
+		return nil, errTooLarge
+	}
+	return b, nil
+}
+
+// finish moves the file into sub, writes its report and logs the outcome.
+func (in *Inbox) finish(fr FileResult, c candidate, outcome, sub, suffix string, r report) (FileResult, error) {
+	now := in.now()
+	dst, err := in.move(c, sub, suffix, now)
+	if err != nil {
+		fr.Outcome, fr.Error = OutcomeError, err.Error()
+		return fr, err
+	}
+	delete(in.seen, c.name)
+	fr.Outcome, fr.Moved = outcome, dst
+	r.moved, r.at = filepath.Join(sub, filepath.Base(dst)), now
+	attrs := []any{"file", c.name, "moved", fr.Moved, "import", fr.ImportID}
+	if r.rep != nil {
+		attrs = append(attrs, "entries", r.rep.Entries, "pay_parts", r.rep.PayParts, "problems", len(r.problems))
+	}
+	if err := writeReport(dst+reportSuffix, r.String()); err != nil {
+		in.log.Error("inbox: write report", "file", c.name, "err", err)
+		return fr, fmt.Errorf("inbox: %s moved to %s, but its report: %w", c.name, dst, err)
+	}
+	fr.Report = dst + reportSuffix
+	attrs = append(attrs, "report", fr.Report)
+	if outcome == OutcomeFailed || outcome == OutcomeRefused {
+		in.log.Warn("inbox: file "+outcome, attrs...)
+	} else {
+		in.log.Info("inbox: file "+outcome, attrs...)
+	}
+	return fr, nil
+}
+
+// move renames c into the folder sub as "<UTC time>-<stem><suffix>[-N]<ext>",
+// never over an existing file or report.
+func (in *Inbox) move(c candidate, sub, suffix string, now time.Time) (string, error) {
+	dir := filepath.Join(in.dir, sub)
+	ext := filepath.Ext(c.name)
+	base := now.UTC().Format("20060102T150405Z") + "-" + strings.TrimSuffix(c.name, ext) + suffix
+	for n := 1; n <= 10000; n++ {
+		name := base
+		if n > 1 {
+			name += "-" + strconv.Itoa(n)
+		}
+		dst := filepath.Join(dir, name+ext)
+		if exists(dst) || exists(dst+reportSuffix) {
+			continue
+		}
+		if err := os.Rename(c.path, dst); err != nil {
+			return "", fmt.Errorf("inbox: move %s to %s/: %w", c.name, sub, err)
+		}
+		return dst, nil
+	}
+	return "", fmt.Errorf("inbox: move %s: no free name in %s/", c.name, sub)
+}
+
+// exists reports whether anything (even a dangling link) is at path, or
+// whether it cannot tell.
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return !errors.Is(err, fs.ErrNotExist)
+}
+
+// writeReport writes text to path through a temporary file, so that a
+// report is never seen half written.
+func writeReport(path, text string) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".report-*.tmp")
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(text)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}
+
+// cronLogger adapts slog to cron's logger: cron's chatter at debug, the
+// skips at info, errors (panics) at error.
+type cronLogger struct{ l *slog.Logger }
+
+func (c cronLogger) Info(msg string, kv ...any) {
+	if msg == "skip" {
+		c.l.Info("inbox: poll skipped: the previous one is still running")
+		return
+	}
+	c.l.Debug("cron: "+msg, kv...)
+}
+
+func (c cronLogger) Error(err error, msg string, kv ...any) {
+	c.l.Error("inbox: cron: "+msg, append([]any{"err", err}, kv...)...)
+}

@@ -1,0 +1,82 @@
+package inbox
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/paysync/paysync/worker"
+)
+
+// report is the text written beside a moved file, for the person who
+// dropped it.
+type report struct {
+	file      string // name in the inbox
+	moved     string // where it went, relative to the inbox
+	size      int64
+	sizeKnown bool
+	at        time.Time
+	outcome   string
+	rep       *worker.Report // nil when the file was not imported
+	problems  []error
+	next      string
+}
+
+func (r report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "paysync inbox report\n\n")
+	if r.sizeKnown {
+		fmt.Fprintf(&b, "file:      %s (%s)\n", r.file, count(int(r.size), "byte"))
+	} else {
+		fmt.Fprintf(&b, "file:      %s\n", r.file)
+	}
+	fmt.Fprintf(&b, "moved to:  %s\n", r.moved)
+	fmt.Fprintf(&b, "at:        %s\n", r.at.UTC().Format("2006-01-02 15:04:05 UTC"))
+	fmt.Fprintf(&b, "outcome:   %s\n", r.outcome)
+	if rep := r.rep; rep != nil {
+		if rep.ImportID != 0 {
+			fmt.Fprintf(&b, "import:    %d\n", rep.ImportID)
+		} else {
+			fmt.Fprintf(&b, "import:    none (nothing was committed or sent)\n")
+		}
+		fmt.Fprintf(&b, "entries:   %d read, %d already imported, %s\n", rep.Entries, rep.Duplicates, count(len(r.problems), "problem"))
+		if !rep.Duplicate && rep.ImportID != 0 {
+			fmt.Fprintf(&b, "pay parts: %d in %s\n", rep.PayParts, count(len(rep.Batches), "batch"))
+		}
+		if len(rep.Skipped) > 0 {
+			reasons := make([]string, 0, len(rep.Skipped))
+			for k := range rep.Skipped {
+				reasons = append(reasons, k)
+			}
+			sort.Strings(reasons)
+			parts := make([]string, len(reasons))
+			for i, k := range reasons {
+				parts[i] = fmt.Sprintf("%d %s", rep.Skipped[k], k)
+			}
+			fmt.Fprintf(&b, "skipped:   %s\n", strings.Join(parts, ", "))
+		}
+	}
+	if len(r.problems) > 0 {
+		fmt.Fprintf(&b, "\nproblems (%d):\n", len(r.problems))
+		for _, p := range r.problems {
+			fmt.Fprintf(&b, "  %s\n", oneLine(p.Error()))
+		}
+	}
+	fmt.Fprintf(&b, "\nwhat to do next: %s\n", r.next)
+	return b.String()
+}
+
+// oneLine keeps a problem on its own line even if its text has breaks.
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// count says "1 problem", "3 problems", "2 batches".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "ch") {
+		return fmt.Sprintf("%d %ses", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
