@@ -44,6 +44,8 @@ func commands() map[string]command {
 		{"payparts", "list a company's pay parts", runPayParts},
 		{"auth", "auth status | auth password (test only)", runAuth},
 		{"import", "map timesheet files to pay parts (--dry-run shows what would be sent)", runImport},
+		{"run", "the daemon: NATS JetStream and/or a cron-polled inbox, with metrics and health", runRun},
+		{"publish", "publish timesheet entries to NATS JetStream (one message per entry, Nats-Msg-Id = entry id)", runPublish},
 		{"batches", "list batches, or show one: its pay parts, payroll ids, source lines and attempts", runBatches},
 		{"imports", "list imports, or show one with its batches and rejects", runImports},
 		{"revert", "delete the pay parts of a batch or an import from payroll", runRevert},

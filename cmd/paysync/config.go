@@ -52,6 +52,29 @@ type config struct {
 	Mapping      string        `env:"PAYSYNC_MAPPING"`
 	Ledger       string        `env:"PAYSYNC_LEDGER"`
 	BatchSize    int           `env:"PAYSYNC_BATCH_SIZE, default=100"`
+
+	// The daemon (paysync run).
+	Inbox          string        `env:"PAYSYNC_INBOX"`
+	Schedule       string        `env:"PAYSYNC_SCHEDULE, default=@every 1m"`
+	FilePolicy     string        `env:"PAYSYNC_FILE_POLICY, default=all-or-nothing"`
+	BatchLinger    time.Duration `env:"PAYSYNC_BATCH_LINGER, default=2s"`
+	RateLimit      float64       `env:"PAYSYNC_RATE_LIMIT, default=20"`
+	HTTPAddr       string        `env:"PAYSYNC_HTTP_ADDR, default=127.0.0.1:9480"`
+	ShutdownGrace  time.Duration `env:"PAYSYNC_SHUTDOWN_GRACE, default=30s"`
+	NATSURL        string        `env:"NATS_URL"`
+	NATSCreds      string        `env:"NATS_CREDS"`
+	NATSNKey       string        `env:"NATS_NKEY_SEED"`
+	NATSCA         string        `env:"NATS_CA"`
+	NATSCert       string        `env:"NATS_CERT"`
+	NATSKey        string        `env:"NATS_KEY"`
+	NATSStream     string        `env:"PAYSYNC_NATS_STREAM, default=TIMESHEETS"`
+	NATSSubject    string        `env:"PAYSYNC_NATS_SUBJECT, default=timesheets.>"`
+	NATSDurable    string        `env:"PAYSYNC_NATS_DURABLE, default=paysync"`
+	NATSDeadLetter string        `env:"PAYSYNC_NATS_DEAD_LETTER, default=paysync.deadletter"`
+	NATSBind       bool          `env:"PAYSYNC_NATS_BIND, default=false"`
+
+	onCall func(op string, class payroll.Class, status int, d time.Duration) // metrics hook, set by run
+
 }
 
 // loadConfig reads the environment. Errors name the variable.
@@ -292,6 +315,7 @@ func (cfg *config) connect(ctx context.Context, io stdio, needLedger bool) (*ses
 		}
 	}
 	pc.Store = s.tokenStore()
+	pc.OnCall = cfg.onCall
 	if s.cl, err = payroll.New(pc); err != nil {
 		s.Close()
 		return nil, usagef("config: %v", err)

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/paysync/paysync/mapping"
+	"github.com/paysync/paysync/worker/stream"
+)
+
+// runPublish publishes timesheet entries to JetStream, one message per
+// entry with Nats-Msg-Id = the entry id: for time-tracking systems' scripts
+// and for tests. The nats CLI equivalent of one message:
+//
+//	nats pub timesheets.MV8x.toggl '{"id":"t-1","employee_id":"MV8xXzE=","date":"2026-11-02","hours":7.5,"code":"T1"}' -H Nats-Msg-Id:t-1
+func runPublish(ctx context.Context, args []string, std stdio, env lookupEnv) error {
+	cfg, err := loadConfig(ctx, env)
+	if err != nil {
+		return err
+	}
+	var format, source, company, prefix string
+	fs := newFlagSet("publish", "publish [--source NAME] [--company ID] [--format F] FILE... (or - for standard input)", std)
+	fs.StringVar(&cfg.NATSURL, "nats-url", cfg.NATSURL, "NATS server(s) (NATS_URL)")
+	fs.StringVar(&format, "format", "", "input format (default: detect)")
+	fs.StringVar(&source, "source", "", "the <source> subject token (default: the file name)")
+	fs.StringVar(&company, "company", cfg.CompanyID, "company for entries without company_id (the <company> subject token; default \"default\")")
+	fs.StringVar(&prefix, "prefix", strings.TrimSuffix(cfg.NATSSubject, ".>"), "subject prefix (PAYSYNC_NATS_SUBJECT without .>)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return &usageError{err.Error()}
+	}
+	if cfg.NATSURL == "" {
+		return usagef("config: NATS_URL is not set")
+	}
+	if fs.NArg() == 0 {
+		return usagef("publish: name at least one file, or - for standard input")
+	}
+	nc, err := stream.Connect(stream.Config{URL: cfg.NATSURL, CredsFile: cfg.NATSCreds, NKeySeedFile: cfg.NATSNKey, CAFile: cfg.NATSCA, CertFile: cfg.NATSCert, KeyFile: cfg.NATSKey, Name: "paysync-publish"})
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("publish: %w", err)
+	}
+	published, dups, bad := 0, 0, 0
+	for _, name := range fs.Args() {
+		var r io.Reader = std.in
+		src := source
+		if name != "-" {
+			f, err := os.Open(name)
+			if err != nil {
+				return fmt.Errorf("publish: %w", err)
+			}
+			defer f.Close()
+			r = f
+			if src == "" {
+				src = strings.TrimSuffix(filepath.Base(name), filepath.Ext(name))
+			}
+		} else if src == "" {
+			src = "stdin"
+		}
+		rd, _, err := mapping.NewReader(name, r, mapping.ReadOptions{Format: mapping.Format(format)})
+		if err != nil {
+			return fmt.Errorf("publish: %w", err)
+		}
+		for {
+			e, err := rd.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				var p *mapping.Problem
+				if errors.As(err, &p) {
+					bad++
+					fmt.Fprintf(std.err, "paysync: publish: skipped: %v\n", err)
+					continue
+				}
+				return fmt.Errorf("publish: %w", err)
+			}
+			c := e.CompanyID
+			if c == "" {
+				c = company
+			}
+			dup, err := stream.Publish(ctx, js, stream.Subject(prefix, c, src), e)
+			if err != nil {
+				return fmt.Errorf("publish: entry %s: %w", e.ID, err)
+			}
+			if dup {
+				dups++
+			} else {
+				published++
+			}
+		}
+	}
+	fmt.Fprintf(std.out, "published %d entries (%d duplicates dropped by the server, %d unreadable skipped)\n", published, dups, bad)
+	if bad > 0 {
+		return fmt.Errorf("publish: %d unreadable entries were not published", bad)
+	}
+	return nil
+}

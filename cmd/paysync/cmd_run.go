@@ -1,0 +1,304 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/paysync/paysync/mapping"
+	"github.com/paysync/paysync/metrics"
+	"github.com/paysync/paysync/payroll"
+	"github.com/paysync/paysync/worker"
+	"github.com/paysync/paysync/worker/inbox"
+	"github.com/paysync/paysync/worker/stream"
+	"golang.org/x/time/rate"
+)
+
+// planOnly lets a source commit intent without sending: the pipeline
+// sends, so only one goroutine ever talks create_pay_parts.
+type planOnly struct {
+	im   *worker.Importer
+	wake func()
+	obs  func(kind string, rep worker.Report)
+}
+
+func (p planOnly) Import(ctx context.Context, kind, name string, payload []byte) (worker.Report, error) {
+	rep, err := p.im.Plan(ctx, kind, name, payload)
+	if err == nil {
+		p.obs(kind, rep)
+		p.wake()
+	}
+	return rep, err
+}
+
+// natsSink commits one JetStream message (one entry, or {"entries": [...]}).
+type natsSink struct{ planOnly }
+
+func (s natsSink) Commit(ctx context.Context, m stream.Message) (stream.Outcome, error) {
+	rep, err := s.Import(ctx, "nats", m.Subject, m.Data)
+	if err != nil {
+		return 0, err
+	}
+	if probs := rep.ProblemList(); len(probs) > 0 {
+		reasons := make([]string, len(probs))
+		for i, p := range probs {
+			reasons[i] = p.Error()
+		}
+		return 0, &stream.Invalid{Reason: strings.Join(reasons, "; ")}
+	}
+	if rep.Duplicate || (rep.PayParts == 0 && rep.Duplicates > 0) {
+		return stream.Duplicate, nil
+	}
+	return stream.Committed, nil
+}
+
+func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
+	cfg, err := loadConfig(ctx, env)
+	if err != nil {
+		return err
+	}
+	var once bool
+	var rulesFile string
+	fs := newFlagSet("run", "run [--once] [--http-addr ADDR]", io)
+	cfg.apiFlags(fs)
+	fs.BoolVar(&once, "once", false, "poll the inbox once (looking twice, a second apart), deliver everything, and exit")
+	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "metrics and health listener; empty to disable (PAYSYNC_HTTP_ADDR)")
+	fs.StringVar(&rulesFile, "rules", cfg.Mapping, "mapping rules file (PAYSYNC_MAPPING)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if cfg.Inbox == "" && cfg.NATSURL == "" {
+		return usagef("run: nothing to run: set PAYSYNC_INBOX (a folder) and/or NATS_URL")
+	}
+	if cfg.FilePolicy != "all-or-nothing" && cfg.FilePolicy != "partial" {
+		return usagef("config: PAYSYNC_FILE_POLICY: %q is not all-or-nothing or partial", cfg.FilePolicy)
+	}
+	if cfg.BatchLinger < 0 || cfg.RateLimit <= 0 || cfg.ShutdownGrace <= 0 {
+		return usagef("config: PAYSYNC_BATCH_LINGER, PAYSYNC_RATE_LIMIT and PAYSYNC_SHUTDOWN_GRACE must be positive")
+	}
+	rules, err := loadRulesFile(rulesFile)
+	if err != nil {
+		return err
+	}
+	level := new(slog.LevelVar)
+	l, _ := parseLevel(cfg.LogLevel)
+	level.Set(l)
+	log := slog.New(slog.NewJSONHandler(io.err, &slog.HandlerOptions{Level: level}))
+
+	var m *metrics.Metrics
+	var src *stream.Source
+	var s *session
+	m = metrics.New(metrics.Funcs{
+		TokenRefreshes: func() float64 {
+			if s == nil {
+				return 0
+			}
+			return float64(s.cl.Tokens().Refreshes())
+		},
+		PendingParts: func() float64 {
+			if s == nil {
+				return 0
+			}
+			n, _ := s.led.PendingPayParts(context.Background())
+			return float64(n)
+		},
+		ConsumerLag: func() float64 {
+			if src == nil {
+				return 0
+			}
+			n, _ := src.Pending(context.Background())
+			return float64(n)
+		},
+	})
+	cfg.onCall = func(op string, class payroll.Class, status int, d time.Duration) {
+		c := ""
+		if class != 0 {
+			c = strings.ReplaceAll(class.String(), " ", "_")
+		}
+		m.ObserveCall(op, c, status, d)
+	}
+	if s, err = cfg.connect(ctx, io, true); err != nil {
+		return err
+	}
+	defer s.Close()
+
+	d := s.deliverer(io)
+	d.Log = log
+	d.Limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), max(1, int(cfg.RateLimit)))
+	d.OnBatch = func(outcome string, n int) {
+		m.Batches.WithLabelValues(outcome).Inc()
+		m.PayParts.WithLabelValues(outcome).Add(float64(n))
+	}
+	// Whatever an earlier run left in flight is settled before new work.
+	if err := d.Recover(ctx); err != nil {
+		return err
+	}
+	schema, err := s.cl.Schema(ctx)
+	if err != nil {
+		return err
+	}
+	company := cfg.CompanyID
+	if company == "" && rules.Company == "" {
+		if company, err = s.cl.CurrentCompany(ctx); err != nil {
+			return fmt.Errorf("find current company (set PAYSYNC_COMPANY_ID to skip): %w", err)
+		}
+	}
+	mapper := mapping.NewMapper(rules, mapping.NewCache(s.cl), schema, company)
+	pipe := &worker.Pipeline{L: s.led, D: d, Linger: cfg.BatchLinger, Log: log}
+	pipe.Init()
+	observe := func(kind string, rep worker.Report) {
+		m.Entries.WithLabelValues(kind, "duplicate").Add(float64(rep.Duplicates))
+		m.Entries.WithLabelValues(kind, "rejected").Add(float64(len(rep.ProblemList())))
+		if rep.ImportID != 0 && !rep.Duplicate {
+			m.Entries.WithLabelValues(kind, "committed").Add(float64(max(0, rep.Entries-rep.Duplicates)))
+		}
+	}
+
+	// Sources: they only commit to the ledger; the pipeline sends.
+	var in *inbox.Inbox
+	if cfg.Inbox != "" {
+		im := &worker.Importer{L: s.led, Mapper: mapper, Rules: rules, Wire: schema, BatchSize: cfg.BatchSize, AllOrNothing: cfg.FilePolicy == "all-or-nothing"}
+		icfg := inbox.Config{Dir: cfg.Inbox, Schedule: cfg.Schedule, Policy: inbox.Policy(cfg.FilePolicy), Logger: log}
+		if once {
+			icfg.SettleLook = time.Second
+		}
+		if in, err = inbox.New(icfg, planOnly{im: im, wake: pipe.Wake, obs: observe}); err != nil {
+			return usagef("%v", err)
+		}
+	}
+	if cfg.NATSURL != "" && !once {
+		im := &worker.Importer{L: s.led, Mapper: mapper, Rules: rules, Wire: schema, BatchSize: cfg.BatchSize, AllOrNothing: true, Accumulate: true,
+			Read: mapping.ReadOptions{Format: mapping.FormatJSON}}
+		scfg := stream.Config{URL: cfg.NATSURL, CredsFile: cfg.NATSCreds, NKeySeedFile: cfg.NATSNKey, CAFile: cfg.NATSCA, CertFile: cfg.NATSCert, KeyFile: cfg.NATSKey,
+			Stream: cfg.NATSStream, Subjects: []string{cfg.NATSSubject}, Durable: cfg.NATSDurable, DeadLetter: cfg.NATSDeadLetter, Bind: cfg.NATSBind, Logger: log,
+			Observe: func(outcome string) {}}
+		if src, err = stream.New(scfg, natsSink{planOnly{im: im, wake: pipe.Wake, obs: observe}}); err != nil {
+			return usagef("%v", err)
+		}
+	}
+
+	if once {
+		if in != nil {
+			res, err := in.Poll(ctx)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(io.out, "inbox: %d processed, %d failed, %d duplicates, %d still being written\n", res.Processed, res.Failed, res.Duplicates, res.Waiting)
+		}
+		if err := pipe.Flush(ctx, 0); err != nil {
+			return err
+		}
+		fmt.Fprintf(io.out, "delivered: %d pay parts created, %d rejected; %d batches failed\n", d.Stats.Created, d.Stats.Rejected, d.Stats.Failed)
+		return nil
+	}
+
+	// HTTP: metrics and health.
+	var hsrv *http.Server
+	if cfg.HTTPAddr != "" {
+		checks := []metrics.Check{
+			{Name: "ledger", Fn: func() error { return s.led.CheckWritable(context.Background()) }},
+			{Name: "payroll token", Fn: func() error {
+				if pipe.Revoked() {
+					return errors.New("connection revoked: re-connect the payroll account")
+				}
+				return nil
+			}},
+		}
+		if src != nil {
+			checks = append(checks, metrics.Check{Name: "nats", Fn: func() error {
+				if !src.Connected() {
+					return errors.New("not connected")
+				}
+				return nil
+			}})
+		}
+		ln, err := net.Listen("tcp", cfg.HTTPAddr)
+		if err != nil {
+			return fmt.Errorf("run: listen on PAYSYNC_HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
+		}
+		hsrv = &http.Server{Handler: m.Handler(checks...), ReadHeaderTimeout: 5 * time.Second}
+		go hsrv.Serve(ln)
+		log.Info("metrics and health", "addr", ln.Addr().String())
+	}
+
+	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopRun()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); pipe.Run(runCtx) }()
+	if in != nil {
+		if err := in.Start(runCtx); err != nil {
+			return err
+		}
+	}
+	if src != nil {
+		if err := src.Start(runCtx); err != nil {
+			return err
+		}
+	}
+	// SIGHUP or SIGUSR1: poll the inbox now.
+	poke := make(chan os.Signal, 1)
+	signal.Notify(poke, syscall.SIGUSR1, syscall.SIGHUP)
+	defer signal.Stop(poke)
+	log.Info("paysync running", "inbox", cfg.Inbox, "nats", cfg.NATSURL != "", "linger", cfg.BatchLinger.String())
+	for loop := true; loop; {
+		select {
+		case <-ctx.Done():
+			loop = false
+		case <-poke:
+			if in != nil {
+				in.RunNow()
+			}
+		}
+	}
+
+	// Graceful stop: intake first (acks of committed messages), then a last
+	// flush, within the grace; a second signal stops at once (every change
+	// is a transaction, so the ledger stays consistent).
+	log.Info("stopping: no new intake; finishing in-flight work", "grace", cfg.ShutdownGrace.String())
+	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+	defer cancel()
+	second := make(chan os.Signal, 1)
+	signal.Notify(second, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(second)
+	go func() {
+		select {
+		case <-second:
+			log.Warn("second signal: stopping now")
+			cancel()
+		case <-graceCtx.Done():
+		}
+	}()
+	if src != nil {
+		if err := src.Close(graceCtx); err != nil {
+			log.Warn("closing the NATS source", "err", err)
+		}
+	}
+	if in != nil {
+		if err := in.Close(graceCtx); err != nil {
+			log.Warn("closing the inbox", "err", err)
+		}
+	}
+	stopRun()
+	wg.Wait()
+	if err := pipe.Flush(graceCtx, 0); err != nil && graceCtx.Err() == nil {
+		log.Warn("last flush", "err", err)
+	}
+	if hsrv != nil {
+		hsrv.Shutdown(graceCtx)
+	}
+	log.Info("stopped", "created", d.Stats.Created)
+	return nil
+}
+
+var _ = flag.ErrHelp

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/paysync/paysync"
+	"github.com/paysync/paysync/payroll/sandbox"
+	"github.com/paysync/paysync/worker/stream"
+)
+
+// natsServer starts an embedded JetStream server storing in dir on port
+// (-1: any).
+func natsServer(t *testing.T, dir string, port int) *server.Server {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func httpGet(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func payrollKeys(sb *sandbox.Server) []string {
+	var out []string
+	for _, c := range sb.State().Companies {
+		for _, p := range c.PayParts {
+			out = append(out, c.ID+"|"+p.EmployeeID+"|"+p.Code+"|"+p.Numbers.String())
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestRun_NATS: entries published with 1 % invalid and 5 % duplicates →
+// payroll holds exactly the valid ones once; the dead-letter subject holds
+// the invalid ones with their reasons; /metrics moves; /readyz follows NATS.
+func TestRun_NATS(t *testing.T) {
+	n := 2000
+	if !testing.Short() {
+		n = 10000
+	}
+	s := startSandbox(t, sandbox.Options{})
+	storeDir := t.TempDir()
+	ns := natsServer(t, storeDir, -1)
+	port := ns.Addr().(*net.TCPAddr).Port
+	url := ns.ClientURL()
+	httpAddr := freeAddr(t)
+	env := with(s.env, "NATS_URL", url, "PAYSYNC_LEDGER", filepath.Join(t.TempDir(), "ledger.db"), "PAYSYNC_HTTP_ADDR", httpAddr,
+		"PAYSYNC_BATCH_LINGER", "100ms", "PAYSYNC_RATE_LIMIT", "1000", "PAYSYNC_COMPANY_ID", sandbox.CompanyNordlys, "PAYSYNC_LOG_LEVEL", "error")
+	delete(env, "PAYSYNC_TOKEN_FILE")
+
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var dlMu sync.Mutex
+	var dead []*nats.Msg
+	if _, err := nc.Subscribe("paysync.deadletter", func(m *nats.Msg) { dlMu.Lock(); dead = append(dead, m); dlMu.Unlock() }); err != nil {
+		t.Fatal(err)
+	}
+
+	// The daemon, in this process.
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errb bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+		done <- run(ctx, []string{"run"}, stdio{in: strings.NewReader(""), out: &out, err: &errb}, lookup)
+	}()
+	waitFor(t, "readyz", 20*time.Second, func() bool { c, _ := httpGet("http://" + httpAddr + "/readyz"); return c == 200 })
+
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	emps := []string{sandbox.EmpMetteHansen, sandbox.EmpLarsNielsen, sandbox.EmpSofieJensen, sandbox.EmpAndersPedersen}
+	pctx, pcancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer pcancel()
+	valid, invalid := 0, 0
+	for i := 0; i < n; i++ {
+		e := paysync.Entry{ID: fmt.Sprintf("n-%d", i), EmployeeID: emps[i%4], Date: "2026-11-02", Code: "T1",
+			Hours: paysync.HoursFromSeconds(int64(600 * (i%50 + 1)))}
+		if i%100 == 7 { // 1 % invalid: a person payroll does not know
+			e.EmployeeID = "MV8xXzk5"
+			invalid++
+		} else {
+			valid++
+		}
+		subject := stream.Subject("timesheets", sandbox.CompanyNordlys, "test")
+		if _, err := stream.Publish(pctx, js, subject, e); err != nil {
+			t.Fatal(err)
+		}
+		if i%20 == 3 { // 5 % duplicates: the same entry again, under a new message id
+			b, _ := jsonMarshal(e)
+			if _, err := js.Publish(pctx, subject, b, jetstream.WithMsgID(e.ID+"-again")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if i == n/2 { // the NATS server restarts mid-stream (same store)
+			ns.Shutdown()
+			ns.WaitForShutdown()
+			ns = natsServer(t, storeDir, port)
+			waitFor(t, "publisher reconnect", 10*time.Second, nc.IsConnected)
+		}
+	}
+	waitFor(t, "every valid entry in payroll", 3*time.Minute, func() bool { return len(payrollKeys(s.sb)) >= valid })
+	waitFor(t, "dead letters", 30*time.Second, func() bool { dlMu.Lock(); defer dlMu.Unlock(); return len(dead) >= invalid })
+	time.Sleep(300 * time.Millisecond) // nothing more may arrive
+	if got := len(payrollKeys(s.sb)); got != valid {
+		t.Fatalf("payroll holds %d pay parts, want %d", got, valid)
+	}
+	dlMu.Lock()
+	if len(dead) != invalid || !strings.Contains(dead[0].Header.Get("Paysync-Reason"), "MV8xXzk5") {
+		t.Errorf("dead letters: %d (want %d), first reason %q", len(dead), invalid, dead[0].Header.Get("Paysync-Reason"))
+	}
+	dlMu.Unlock()
+
+	_, body := httpGet("http://" + httpAddr + "/metrics")
+	for _, want := range []string{`paysync_entries_total{outcome="committed",source="nats"}`, `paysync_pay_parts_total{outcome="created"}`,
+		`paysync_api_request_duration_seconds_count{operation="CreatePayParts",status="200"}`, "paysync_pending_pay_parts 0"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	// /readyz follows NATS.
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	waitFor(t, "not ready without NATS", 10*time.Second, func() bool { c, _ := httpGet("http://" + httpAddr + "/readyz"); return c == 503 })
+	ns = natsServer(t, storeDir, port)
+	waitFor(t, "ready again", 20*time.Second, func() bool { c, _ := httpGet("http://" + httpAddr + "/readyz"); return c == 200 })
+
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("run exited %d\n%s", code, errb.String())
+		}
+	case <-time.After(40 * time.Second):
+		t.Fatal("run did not stop")
+	}
+}
+
+// TestRun_Inbox: a file being written is not picked up; a bad file lands in
+// failed/ with a report; a good one in processed/; the same file again is a
+// no-op.
+func TestRun_Inbox(t *testing.T) {
+	s := startSandbox(t, sandbox.Options{})
+	dir := t.TempDir()
+	in := filepath.Join(dir, "inbox")
+	if err := os.Mkdir(in, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	env := with(s.env, "PAYSYNC_INBOX", in, "PAYSYNC_LEDGER", filepath.Join(dir, "ledger.db"), "PAYSYNC_MAPPING", "../../deploy/examples/rules.yaml")
+	delete(env, "PAYSYNC_TOKEN_FILE")
+	copyFile := func(src, dst string) {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyFile("../../deploy/examples/toggl.csv", filepath.Join(in, "toggl.csv"))
+	copyFile("testdata/import/bad.csv", filepath.Join(in, "bad.csv"))
+	copyFile("../../deploy/examples/harvest.csv", filepath.Join(in, "harvest.csv.part")) // still being written
+	r := runInProcess(t, env, "run", "--once")
+	if r.code != 0 || !strings.Contains(r.stdout, "1 processed, 1 failed") {
+		t.Fatalf("run --once: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(in, "harvest.csv.part")); err != nil {
+		t.Error("the .part file was touched")
+	}
+	reports, _ := filepath.Glob(filepath.Join(in, "failed", "*bad.csv.report.txt"))
+	if len(reports) != 1 {
+		t.Fatalf("failed/ reports: %v", reports)
+	}
+	rep, _ := os.ReadFile(reports[0])
+	if !strings.Contains(string(rep), "inbox/bad.csv:4: entry b-3: email") || !strings.Contains(string(rep), "what to do") {
+		t.Errorf("report:\n%s", rep)
+	}
+	if n := len(payrollKeys(s.sb)); n != 7 {
+		t.Fatalf("payroll holds %d, want the 7 of toggl.csv", n)
+	}
+	// The writer renames it into place; the same toggl file is dropped again.
+	if err := os.Rename(filepath.Join(in, "harvest.csv.part"), filepath.Join(in, "harvest.csv")); err != nil {
+		t.Fatal(err)
+	}
+	copyFile("../../deploy/examples/toggl.csv", filepath.Join(in, "toggl.csv"))
+	creates := s.sb.State().Counters.Requests["create_pay_parts"]
+	r = runInProcess(t, env, "run", "--once")
+	if r.code != 0 || !strings.Contains(r.stdout, "1 duplicates") {
+		t.Fatalf("second run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if n := len(payrollKeys(s.sb)); n != 11 || s.sb.State().Counters.Requests["create_pay_parts"] != creates+1 {
+		t.Fatalf("payroll holds %d (want 7 + 4 of harvest.csv), %d create calls (want 1 more)", n, s.sb.State().Counters.Requests["create_pay_parts"]-creates)
+	}
+}
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

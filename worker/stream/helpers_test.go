@@ -1,0 +1,277 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// runServer starts an embedded nats-server with JetStream storing in dir,
+// on port (server.RANDOM_PORT for any).
+func runServer(t testing.TB, dir string, port int) *server.Server {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{
+		Host:      "127.0.0.1",
+		Port:      port,
+		JetStream: true,
+		StoreDir:  dir,
+		NoLog:     true,
+		NoSigs:    true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	return ns
+}
+
+func serverPort(t testing.TB, ns *server.Server) int {
+	t.Helper()
+	addr, ok := ns.Addr().(*net.TCPAddr)
+	if !ok {
+		t.Fatalf("server address %v is not TCP", ns.Addr())
+	}
+	return addr.Port
+}
+
+// env is one embedded server and a plain client for publishing and
+// inspecting.
+type env struct {
+	t   *testing.T
+	dir string
+	ns  *server.Server
+	url string
+	nc  *nats.Conn
+	js  jetstream.JetStream
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	dir := t.TempDir()
+	ns := runServer(t, dir, server.RANDOM_PORT)
+	nc, err := nats.Connect(ns.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, dir: dir, ns: ns, url: ns.ClientURL(), nc: nc, js: js}
+}
+
+// config returns a Config for this server with quick test settings.
+func (e *env) config() Config {
+	return Config{URL: e.url, Logger: testLogger(e.t), NakDelay: 200 * time.Millisecond}
+}
+
+// start starts a Source and closes it at the end of the test.
+func (e *env) start(cfg Config, sink Sink) *Source {
+	e.t.Helper()
+	s, err := New(cfg, sink)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.Close(ctx); err != nil {
+			e.t.Errorf("close: %v", err)
+		}
+	})
+	return s
+}
+
+// publish publishes data with a Nats-Msg-Id and reports whether the
+// stream dropped it as a duplicate.
+func (e *env) publish(subject, id, data string) bool {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ack, err := e.js.Publish(ctx, subject, []byte(data), jetstream.WithMsgID(id))
+	if err != nil {
+		e.t.Fatalf("publish %s: %v", id, err)
+	}
+	return ack.Duplicate
+}
+
+func (e *env) consumerInfo(stream, durable string) *jetstream.ConsumerInfo {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := e.js.Consumer(ctx, stream, durable)
+	if err != nil {
+		e.t.Fatalf("consumer %s/%s: %v", stream, durable, err)
+	}
+	return c.CachedInfo()
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// testLogger logs through t.Log (shown with -v or on failure), and stops
+// when the test ends so that late goroutines cannot log into a finished test.
+func testLogger(t *testing.T) *slog.Logger {
+	w := &testWriter{t: t}
+	t.Cleanup(func() { w.done.Store(true) }) // registered first: runs last
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type testWriter struct {
+	t    *testing.T
+	done atomic.Bool
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	if !w.done.Load() {
+		w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+var errTransient = errors.New("ledger busy")
+
+// call is one Commit the sink saw.
+type call struct {
+	Message
+	At time.Time
+}
+
+// testSink records every Commit. It commits each key (MsgID, else stream
+// sequence) once and reports later commits of it as Duplicate, like the
+// ledger. It can fail transiently, refuse keys as invalid, or be slow.
+type testSink struct {
+	mu        sync.Mutex
+	calls     []call
+	committed map[string]int // first-time commits by key
+	dups      int
+
+	failFirst  uint64            // transient error while Delivered <= failFirst
+	alwaysFail bool              // transient error always
+	invalid    map[string]string // key → reason
+	delay      time.Duration     // each Commit takes this long
+	started    chan Message      // if set, told of each Commit (never blocks)
+}
+
+func newSink() *testSink { return &testSink{committed: map[string]int{}} }
+
+func key(m Message) string {
+	if m.MsgID != "" {
+		return m.MsgID
+	}
+	return "seq:" + strconv.FormatUint(m.StreamSeq, 10)
+}
+
+func (s *testSink) Commit(ctx context.Context, m Message) (Outcome, error) {
+	s.mu.Lock()
+	s.calls = append(s.calls, call{Message: m, At: time.Now()})
+	reason, invalid := s.invalid[key(m)]
+	fail := s.alwaysFail || m.Delivered <= s.failFirst
+	delay, started := s.delay, s.started
+	s.mu.Unlock()
+
+	if started != nil {
+		select {
+		case started <- m:
+		default:
+		}
+	}
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	if invalid {
+		return 0, fmt.Errorf("map entry: %w", &Invalid{Reason: reason})
+	}
+	if fail {
+		return 0, errTransient
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := key(m)
+	if s.committed[k] > 0 {
+		s.dups++
+		return Duplicate, nil
+	}
+	s.committed[k]++
+	return Committed, nil
+}
+
+func (s *testSink) numCommitted() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.committed)
+}
+
+func (s *testSink) callsFor(k string) []call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []call
+	for _, c := range s.calls {
+		if key(c.Message) == k {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (s *testSink) allCalls() []call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]call(nil), s.calls...)
+}
+
+// outcomes counts Observe calls.
+type outcomes struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (o *outcomes) observe(outcome string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.n == nil {
+		o.n = map[string]int{}
+	}
+	o.n[outcome]++
+}
+
+func (o *outcomes) get(outcome string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.n[outcome]
+}

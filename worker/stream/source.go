@@ -1,0 +1,628 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Message is one JetStream message as the sink sees it.
+type Message struct {
+	Subject   string
+	MsgID     string // Nats-Msg-Id header ("" if none)
+	StreamSeq uint64
+	Delivered uint64 // delivery count (1 = first)
+	Data      []byte
+}
+
+// Sink commits a message's entries to the ledger. The source acks only
+// after Commit returns nil. An error that is (or wraps) *Invalid parks the
+// message in the dead-letter subject; any other error is transient and the
+// message is redelivered later. Commit's context is cancelled only by a
+// hard stop (Close's context ending).
+type Sink interface {
+	Commit(ctx context.Context, m Message) (Outcome, error)
+}
+
+// Outcome is what a successful Commit did.
+type Outcome int
+
+// The outcomes.
+const (
+	Committed Outcome = iota // new entries committed
+	Duplicate                // everything in it was committed before
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Committed:
+		return "committed"
+	case Duplicate:
+		return "duplicate"
+	}
+	return "outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Invalid is returned (possibly wrapped) by a Sink for a message that can
+// never succeed: it is republished to the dead-letter subject and
+// terminated, never redelivered.
+type Invalid struct{ Reason string }
+
+func (e *Invalid) Error() string { return "invalid message: " + e.Reason }
+
+// Dead-letter headers, beside Nats-Msg-Id (the original id).
+const (
+	HeaderReason          = "Paysync-Reason"
+	HeaderStreamSeq       = "Paysync-Stream-Seq"
+	HeaderOriginalSubject = "Paysync-Original-Subject"
+)
+
+const (
+	ackTimeout        = 15 * time.Second // confirming an ack, retries included
+	ackAttemptTimeout = 2 * time.Second  // one DoubleAck
+	publishTimeout    = 10 * time.Second // a dead-letter publish
+	setupTimeout      = 10 * time.Second // one attempt at stream and consumer setup
+	lookupTimeout     = 3 * time.Second  // which stream captures the dead-letter subject
+	releaseDelay      = time.Second      // redelivery delay of prefetched messages at Close
+	maxTermReason     = 200              // bytes of a TermWithReason reason
+	maxReasonHeader   = 1024             // bytes of the Paysync-Reason header
+	maxSetupInterval  = 5 * time.Second
+)
+
+// Source consumes a JetStream durable consumer into a Sink.
+type Source struct {
+	cfg  Config
+	sink Sink
+	log  *slog.Logger
+
+	turn      chan struct{} // holds a token while a message is handled (or once Close has taken it)
+	closing   chan struct{} // closed when Close begins
+	closeOnce sync.Once
+	closeDone chan struct{}
+	closeErr  error
+
+	mu  sync.Mutex
+	run *run // set once consuming has started
+	// started guards Start against a second call.
+	started bool
+}
+
+// run is what Start sets up; the handler reads it without locking (it is
+// complete before consuming starts).
+type run struct {
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	cons       jetstream.Consumer
+	cc         jetstream.ConsumeContext
+	connClosed chan struct{}
+
+	ackWait    time.Duration // the consumer's, as the server has it
+	maxDeliver int           // ≤ 0: unlimited
+	dlqStream  string        // stream capturing DeadLetter, "" if none (plain publish)
+
+	ctx    context.Context // handler context, cancelled by a hard stop
+	cancel context.CancelFunc
+}
+
+// New validates cfg (after defaults) and returns a Source. It does not
+// touch the network.
+func New(cfg Config, sink Sink) (*Source, error) {
+	if sink == nil {
+		return nil, errors.New("stream: config: a Sink is required")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &Source{
+		cfg:       cfg,
+		sink:      sink,
+		log:       cfg.Logger.With("component", "stream", "stream", cfg.Stream, "consumer", cfg.Durable),
+		turn:      make(chan struct{}, 1),
+		closing:   make(chan struct{}),
+		closeDone: make(chan struct{}),
+	}, nil
+}
+
+// permanentError marks setup errors that retrying cannot fix.
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+func permanent(format string, args ...any) error {
+	return permanentError{fmt.Errorf(format, args...)}
+}
+
+var errClosed = errors.New("stream: source closed")
+
+// Start connects, makes sure the stream and the consumer exist (or, with
+// Bind, that they do), and starts consuming. It keeps retrying while the
+// server is unreachable, and returns once consuming has started, when a
+// setup error cannot be fixed by retrying, or when ctx ends. ctx bounds only
+// the start: consuming goes on until Close.
+func (s *Source) Start(ctx context.Context) error {
+	s.mu.Lock()
+	if s.started {
+		s.mu.Unlock()
+		return errors.New("stream: start: already started")
+	}
+	s.started = true
+	s.mu.Unlock()
+
+	r := &run{connClosed: make(chan struct{})}
+	nc, err := connect(s.cfg, nats.ClosedHandler(func(*nats.Conn) {
+		s.log.Info("nats connection closed")
+		close(r.connClosed)
+	}))
+	if err != nil {
+		return err
+	}
+	r.nc = nc
+	r.js, err = jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return fmt.Errorf("stream: start: %w", err)
+	}
+	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	fail := func(err error) error {
+		r.cancel()
+		nc.Close()
+		return err
+	}
+
+	if err := s.setupRetrying(ctx, r); err != nil {
+		return fail(err)
+	}
+	r.cc, err = r.cons.Consume(func(m jetstream.Msg) { s.handle(r, m) },
+		jetstream.PullMaxMessages(s.cfg.PullMaxMessages),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			// Missing heartbeats while disconnected land here; the
+			// consumer recovers by itself once the connection is back.
+			s.log.Warn("nats consume", "err", err)
+		}),
+	)
+	if err != nil {
+		return fail(fmt.Errorf("stream: start: consume %s/%s: %w", s.cfg.Stream, s.cfg.Durable, err))
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.closing:
+		r.cc.Stop()
+		return fail(errClosed)
+	default:
+	}
+	s.run = r
+	s.log.Info("consuming", "filter", s.cfg.Filter, "ack_wait", r.ackWait, "max_deliver", r.maxDeliver,
+		"dead_letter", s.cfg.DeadLetter, "dead_letter_stream", r.dlqStream)
+	return nil
+}
+
+// setupRetrying runs setup until it succeeds, fails for good, or ctx ends.
+func (s *Source) setupRetrying(ctx context.Context, r *run) error {
+	wait := 250 * time.Millisecond
+	var last error
+	for {
+		if r.nc.IsConnected() {
+			actx, cancel := context.WithTimeout(ctx, setupTimeout)
+			err := s.setup(actx, r)
+			cancel()
+			if err == nil {
+				return nil
+			}
+			if !transient(err) {
+				return err
+			}
+			last = err
+			s.log.Warn("stream setup failed; retrying", "err", err)
+		} else if err := r.nc.LastError(); err != nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			if last == nil {
+				last = errors.New("not connected")
+			}
+			return fmt.Errorf("stream: start: %s: %w (last error: %v)", redactURLs(s.cfg.URL), ctx.Err(), last)
+		case <-s.closing:
+			return errClosed
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, maxSetupInterval)
+	}
+}
+
+// transient reports whether a setup error may go away by itself (the
+// server unreachable or still starting), as opposed to a refusal.
+func transient(err error) bool {
+	if errors.As(err, new(permanentError)) {
+		return false
+	}
+	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+		return false
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.Code == 503
+	}
+	return true
+}
+
+// setup ensures (or, with Bind, finds) the stream and the consumer, and
+// finds how dead letters are to be published.
+func (s *Source) setup(ctx context.Context, r *run) error {
+	c := s.cfg
+	if c.Bind {
+		cons, err := r.js.Consumer(ctx, c.Stream, c.Durable)
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			return permanent("stream: bind: stream %q does not exist (Bind is set, so paysync does not create it)", c.Stream)
+		case errors.Is(err, jetstream.ErrConsumerNotFound):
+			return permanent("stream: bind: consumer %q of stream %q does not exist (Bind is set, so paysync does not create it)", c.Durable, c.Stream)
+		case err != nil:
+			return fmt.Errorf("stream: bind %s/%s: %w", c.Stream, c.Durable, err)
+		}
+		cc := cons.CachedInfo().Config
+		if cc.AckPolicy != jetstream.AckExplicitPolicy {
+			return permanent("stream: bind: consumer %q of stream %q has ack policy %v; paysync needs explicit acks", c.Durable, c.Stream, cc.AckPolicy)
+		}
+		if len(cc.BackOff) > 0 {
+			s.log.Warn("bound consumer has a BackOff list: the server uses its first step as the ack deadline", "backoff", cc.BackOff, "ack_wait", cc.AckWait)
+		}
+		if cc.MaxDeliver <= 0 {
+			s.log.Warn("bound consumer has no MaxDeliver: a message that keeps failing is retried forever")
+		}
+		r.cons, r.ackWait, r.maxDeliver = cons, cc.AckWait, cc.MaxDeliver
+	} else {
+		_, err := r.js.Stream(ctx, c.Stream)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			_, err = r.js.CreateStream(ctx, jetstream.StreamConfig{
+				Name:        c.Stream,
+				Description: "timesheet entries for paysync",
+				Subjects:    c.Subjects,
+				Storage:     jetstream.FileStorage,
+				Retention:   jetstream.WorkQueuePolicy,
+				Duplicates:  duplicateWindow,
+			})
+			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				err = nil // another replica created it meanwhile
+			} else if err == nil {
+				s.log.Info("created stream", "subjects", c.Subjects)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("stream: stream %s: %w", c.Stream, err)
+		}
+		cons, err := r.js.CreateOrUpdateConsumer(ctx, c.Stream, jetstream.ConsumerConfig{
+			Durable:       c.Durable,
+			Description:   "paysync timesheet import",
+			FilterSubject: c.Filter,
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       c.AckWait,
+			MaxDeliver:    c.MaxDeliver,
+			MaxAckPending: c.MaxAckPending,
+			// No BackOff: it would replace AckWait (see Config.AckWait).
+		})
+		if err != nil {
+			return fmt.Errorf("stream: consumer %s/%s: %w", c.Stream, c.Durable, err)
+		}
+		r.cons, r.ackWait, r.maxDeliver = cons, c.AckWait, c.MaxDeliver
+	}
+	if r.ackWait <= 0 {
+		r.ackWait = DefaultAckWait
+	}
+
+	lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
+	name, err := r.js.StreamNameBySubject(lctx, c.DeadLetter)
+	switch {
+	case err == nil && name == c.Stream:
+		return permanent("stream: dead-letter subject %q is captured by stream %q itself: dead letters would be consumed again", c.DeadLetter, c.Stream)
+	case err == nil:
+		r.dlqStream = name
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		r.dlqStream = ""
+	default:
+		// Locked-down accounts may not list streams: publish plainly.
+		s.log.Warn("cannot tell whether a stream captures the dead-letter subject; publishing dead letters without JetStream", "subject", c.DeadLetter, "err", err)
+		r.dlqStream = ""
+	}
+	return nil
+}
+
+// handle is the Consume callback; Consume calls it for one message at a time.
+func (s *Source) handle(r *run, m jetstream.Msg) {
+	select {
+	case <-s.closing:
+		s.release(m)
+		return
+	case s.turn <- struct{}{}:
+	}
+	defer func() { <-s.turn }()
+	select {
+	case <-s.closing:
+		s.release(m)
+		return
+	default:
+	}
+	s.process(r, m)
+}
+
+// release gives a prefetched message back at Close, so that another
+// replica (or the next start) gets it now rather than after AckWait. The
+// short delay, rather than a bare Nak, keeps even a restart loop from
+// turning into a redelivery storm.
+func (s *Source) release(m jetstream.Msg) {
+	if err := m.NakWithDelay(releaseDelay); err != nil {
+		s.log.Debug("release at close", "subject", m.Subject(), "err", err)
+	}
+}
+
+func (s *Source) process(r *run, m jetstream.Msg) {
+	msg := Message{Subject: m.Subject(), Data: m.Data()}
+	if h := m.Headers(); h != nil {
+		msg.MsgID = h.Get(jetstream.MsgIDHeader)
+	}
+	if md, err := m.Metadata(); err == nil {
+		msg.StreamSeq, msg.Delivered = md.Sequence.Stream, md.NumDelivered
+	}
+	log := s.log.With("subject", msg.Subject, "seq", msg.StreamSeq, "msg_id", msg.MsgID, "delivered", msg.Delivered)
+
+	outcome, err := s.commit(r, m, msg)
+	if err != nil && r.ctx.Err() != nil {
+		// Hard stop: leave the message unacknowledged; it comes back
+		// after AckWait.
+		log.Warn("commit interrupted by shutdown", "err", err)
+		return
+	}
+	var invalid *Invalid
+	switch {
+	case err == nil:
+		if aerr := s.ack(r, m); aerr != nil {
+			// The ledger has it: a redelivery will be a Duplicate.
+			log.Warn("ack not confirmed; a redelivery will be a duplicate", "err", aerr)
+		} else {
+			log.Debug("message acknowledged", "outcome", outcome.String())
+		}
+		s.observe(outcome.String())
+	case errors.As(err, &invalid):
+		s.deadLetter(r, m, msg, invalid.Reason, log)
+	case r.maxDeliver > 0 && msg.Delivered >= uint64(r.maxDeliver):
+		s.deadLetter(r, m, msg, fmt.Sprintf("gave up after %d deliveries: %v", msg.Delivered, err), log)
+	default:
+		d := retryDelay(s.cfg.NakDelay, msg.Delivered)
+		log.Warn("commit failed; retrying later", "err", err, "retry_in", d)
+		if nerr := m.NakWithDelay(d); nerr != nil {
+			log.Warn("nak failed; the message comes back after AckWait", "err", nerr)
+		}
+		s.observe("retry")
+	}
+}
+
+// ack acknowledges m and waits for the server's confirmation, trying
+// again for a while when none comes: while a server shuts down or restarts,
+// an ack meets "no responders" or goes unanswered, yet the same ack is
+// accepted once the consumer is back, which saves a redelivery.
+func (s *Source) ack(r *run, m jetstream.Msg) error {
+	deadline := time.Now().Add(ackTimeout)
+	wait := 100 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(r.ctx, ackAttemptTimeout)
+		err := m.DoubleAck(ctx)
+		cancel()
+		if err == nil || errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+			return nil
+		}
+		if time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		select {
+		case <-time.After(wait):
+		case <-r.ctx.Done():
+			return err
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// commit calls the sink, telling the server every AckWait/3 that the
+// message is still being worked on.
+func (s *Source) commit(r *run, m jetstream.Msg, msg Message) (Outcome, error) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(r.ackWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if err := m.InProgress(); err != nil {
+					s.log.Warn("in-progress signal failed", "subject", msg.Subject, "seq", msg.StreamSeq, "err", err)
+				}
+			}
+		}
+	})
+	// The ticker must be gone before the message is acked.
+	defer func() { close(stop); wg.Wait() }()
+	return s.sink.Commit(r.ctx, msg)
+}
+
+// deadLetter republishes the message's data to the dead-letter subject,
+// then terminates it. If the publish fails, the message is retried later
+// instead, so that it is never dropped unrecorded.
+func (s *Source) deadLetter(r *run, m jetstream.Msg, msg Message, reason string, log *slog.Logger) {
+	dl := nats.NewMsg(s.cfg.DeadLetter)
+	dl.Data = msg.Data
+	dl.Header.Set(HeaderReason, headerValue(reason, maxReasonHeader))
+	dl.Header.Set(HeaderStreamSeq, strconv.FormatUint(msg.StreamSeq, 10))
+	dl.Header.Set(HeaderOriginalSubject, msg.Subject)
+	if msg.MsgID != "" {
+		dl.Header.Set(jetstream.MsgIDHeader, msg.MsgID)
+	}
+
+	ctx, cancel := context.WithTimeout(r.ctx, publishTimeout)
+	defer cancel()
+	var err error
+	if r.dlqStream != "" {
+		_, err = r.js.PublishMsg(ctx, dl)
+	} else if err = r.nc.PublishMsg(dl); err == nil {
+		err = r.nc.FlushWithContext(ctx)
+	}
+	if err != nil {
+		if r.maxDeliver > 0 && msg.Delivered >= uint64(r.maxDeliver) {
+			// The server will not deliver it again; with work-queue
+			// retention it stays in the stream for an operator.
+			log.Error("dead-letter publish failed at the last delivery: the message stays in the stream, unconsumed", "reason", reason, "err", err)
+			return
+		}
+		d := retryDelay(s.cfg.NakDelay, msg.Delivered)
+		log.Error("dead-letter publish failed; retrying the message later", "reason", reason, "err", err, "retry_in", d)
+		if nerr := m.NakWithDelay(d); nerr != nil {
+			log.Warn("nak failed; the message comes back after AckWait", "err", nerr)
+		}
+		s.observe("retry")
+		return
+	}
+	if err := m.TermWithReason(truncate(oneLine(reason), maxTermReason)); err != nil {
+		log.Error("term failed; the message will be redelivered and dead-lettered again", "err", err)
+	}
+	log.Error("message dead-lettered", "reason", reason, "dead_letter", s.cfg.DeadLetter)
+	s.observe("invalid")
+}
+
+func (s *Source) observe(outcome string) {
+	if s.cfg.Observe != nil {
+		s.cfg.Observe(outcome)
+	}
+}
+
+// Close stops consuming gracefully: no new message is taken, the one being
+// committed is finished and its ack confirmed, prefetched ones are
+// released, and the connection is drained. When ctx ends first, the
+// commit's context is cancelled and the connection closed at once (an
+// unacknowledged message is then redelivered after AckWait). Close may be
+// called more than once, and before or during Start.
+func (s *Source) Close(ctx context.Context) error {
+	first := false
+	s.closeOnce.Do(func() { first = true; close(s.closing) })
+	if !first {
+		select {
+		case <-s.closeDone:
+			return s.closeErr
+		case <-ctx.Done():
+			return fmt.Errorf("stream: close: %w", ctx.Err())
+		}
+	}
+	s.closeErr = s.close(ctx)
+	close(s.closeDone)
+	return s.closeErr
+}
+
+func (s *Source) close(ctx context.Context) error {
+	s.mu.Lock()
+	r := s.run
+	s.mu.Unlock()
+	if r == nil {
+		return nil // not started, or Start will see closing and undo itself
+	}
+	hardStop := func() error {
+		r.cancel()
+		r.cc.Stop()
+		r.nc.Close()
+		s.log.Warn("hard stop: a message in flight will be redelivered after AckWait")
+		return fmt.Errorf("stream: close: %w", ctx.Err())
+	}
+
+	// Stop pulling. Messages already prefetched still pass through handle,
+	// which releases them now that closing is closed.
+	r.cc.Drain()
+	// Taking the turn waits for the message in flight, ack included.
+	select {
+	case s.turn <- struct{}{}:
+	case <-ctx.Done():
+		return hardStop()
+	}
+	// Drain flushes the releases and terms still buffered, then closes.
+	if err := r.nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		s.log.Warn("nats drain", "err", err)
+		r.nc.Close()
+	}
+	select {
+	case <-r.connClosed:
+	case <-ctx.Done():
+		return hardStop()
+	}
+	r.cancel()
+	s.log.Info("stopped consuming")
+	return nil
+}
+
+// Connected reports whether the connection to NATS is up and consuming
+// has started (for readiness).
+func (s *Source) Connected() bool {
+	s.mu.Lock()
+	r := s.run
+	s.mu.Unlock()
+	return r != nil && r.nc.IsConnected()
+}
+
+// Pending returns the consumer's lag: messages not yet delivered plus
+// messages delivered and not yet acknowledged.
+func (s *Source) Pending(ctx context.Context) (uint64, error) {
+	s.mu.Lock()
+	r := s.run
+	s.mu.Unlock()
+	if r == nil {
+		return 0, errors.New("stream: pending: not started")
+	}
+	info, err := r.cons.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("stream: pending: %w", err)
+	}
+	return info.NumPending + uint64(max(info.NumAckPending, 0)), nil
+}
+
+// retryDelay is base doubled per delivery after the first, capped at a
+// minute (or at base, when that is longer).
+func retryDelay(base time.Duration, delivered uint64) time.Duration {
+	limit := max(maxNakDelay, base)
+	d := base
+	for i := uint64(1); i < delivered && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// headerValue makes s safe as a header value (no line breaks) of at most n bytes.
+func headerValue(s string, n int) string {
+	return truncate(oneLine(s), n)
+}

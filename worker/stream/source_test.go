@@ -1,0 +1,536 @@
+package stream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/paysync/paysync"
+)
+
+func TestSource_Start(t *testing.T) {
+	t.Parallel()
+	t.Run("creates stream and consumer with the configured limits", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		cfg := e.config()
+		cfg.Filter = "timesheets.MV8x.>"
+		cfg.AckWait, cfg.MaxDeliver, cfg.MaxAckPending, cfg.PullMaxMessages = 7*time.Second, 5, 100, 10
+		e.start(cfg, newSink())
+
+		ctx := context.Background()
+		st, err := e.js.Stream(ctx, "TIMESHEETS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := st.CachedInfo().Config
+		if !slices.Equal(sc.Subjects, []string{"timesheets.>"}) || sc.Retention != jetstream.WorkQueuePolicy ||
+			sc.Storage != jetstream.FileStorage || sc.Duplicates != 2*time.Minute {
+			t.Errorf("stream config: subjects %v retention %v storage %v duplicates %v", sc.Subjects, sc.Retention, sc.Storage, sc.Duplicates)
+		}
+		cc := e.consumerInfo("TIMESHEETS", "paysync").Config
+		if cc.Durable != "paysync" || cc.AckPolicy != jetstream.AckExplicitPolicy || cc.AckWait != 7*time.Second ||
+			cc.MaxDeliver != 5 || cc.MaxAckPending != 100 || len(cc.BackOff) != 0 || cc.FilterSubject != "timesheets.MV8x.>" {
+			t.Errorf("consumer config: %+v", cc)
+		}
+	})
+
+	t.Run("replaces a BackOff list and keeps an existing stream", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		ctx := context.Background()
+		// An operator's stream with its own limits, and a consumer someone
+		// gave a BackOff list (which silently turned AckWait into 1s).
+		if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "TIMESHEETS", Subjects: []string{"timesheets.>"}, MaxMsgs: 1000}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := e.js.CreateOrUpdateConsumer(ctx, "TIMESHEETS", jetstream.ConsumerConfig{
+			Durable: "paysync", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: "timesheets.>",
+			AckWait: time.Minute, MaxDeliver: 5, BackOff: []time.Duration{time.Second, 2 * time.Second},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := e.consumerInfo("TIMESHEETS", "paysync").Config.AckWait; got != time.Second {
+			t.Logf("note: with BackOff the server reports AckWait %v", got)
+		}
+		e.start(e.config(), newSink())
+		cc := e.consumerInfo("TIMESHEETS", "paysync").Config
+		if len(cc.BackOff) != 0 || cc.AckWait != 30*time.Second || cc.MaxDeliver != 20 {
+			t.Errorf("consumer not brought to the config: backoff %v ack wait %v max deliver %d", cc.BackOff, cc.AckWait, cc.MaxDeliver)
+		}
+		st, _ := e.js.Stream(ctx, "TIMESHEETS")
+		if sc := st.CachedInfo().Config; sc.MaxMsgs != 1000 || sc.Retention != jetstream.LimitsPolicy {
+			t.Errorf("existing stream changed: max msgs %d retention %v", sc.MaxMsgs, sc.Retention)
+		}
+	})
+
+	t.Run("dead-letter subject captured by the source stream", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		if _, err := e.js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "TIMESHEETS", Subjects: []string{"timesheets.>", "paysync.>"}}); err != nil {
+			t.Fatal(err)
+		}
+		s, err := New(e.config(), newSink())
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.Start(context.Background())
+		if err == nil || !strings.Contains(err.Error(), `dead-letter subject "paysync.deadletter" is captured by stream "TIMESHEETS"`) {
+			t.Fatalf("got %v", err)
+		}
+	})
+
+	t.Run("server unreachable: retries until ctx ends", func(t *testing.T) {
+		t.Parallel()
+		s, err := New(Config{URL: "nats://127.0.0.1:1", Logger: testLogger(t)}, newSink())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+		defer cancel()
+		err = s.Start(ctx)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("got %v", err)
+		}
+		if s.Connected() {
+			t.Error("Connected() after a failed start")
+		}
+		if err := s.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+func TestSource_Bind(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.Bind = true
+	try := func() error {
+		s, err := New(cfg, newSink())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		began := time.Now()
+		err = s.Start(ctx)
+		if err != nil && time.Since(began) > 2*time.Second {
+			t.Errorf("a missing stream or consumer should fail at once, took %v", time.Since(began))
+		}
+		_ = s.Close(ctx)
+		return err
+	}
+
+	err := try()
+	if err == nil || !strings.Contains(err.Error(), `stream "TIMESHEETS" does not exist`) {
+		t.Fatalf("no stream: got %v", err)
+	}
+	ctx := context.Background()
+	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "TIMESHEETS", Subjects: []string{"timesheets.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	err = try()
+	if err == nil || !strings.Contains(err.Error(), `consumer "paysync" of stream "TIMESHEETS" does not exist`) {
+		t.Fatalf("no consumer: got %v", err)
+	}
+	if _, err := e.js.Stream(ctx, "PAYSYNC"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("bind created something: %v", err)
+	}
+
+	want := jetstream.ConsumerConfig{Durable: "paysync", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 3 * time.Second, MaxDeliver: 4, MaxAckPending: 50}
+	if _, err := e.js.CreateConsumer(ctx, "TIMESHEETS", want); err != nil {
+		t.Fatal(err)
+	}
+	sink := newSink()
+	s := e.start(cfg, sink)
+	e.publish("timesheets.MV8x.toggl", "t-1", `{"id":"t-1"}`)
+	waitFor(t, 5*time.Second, "the commit", func() bool { return sink.numCommitted() == 1 })
+	cc := e.consumerInfo("TIMESHEETS", "paysync").Config
+	if cc.MaxAckPending != 50 || cc.AckWait != 3*time.Second || cc.MaxDeliver != 4 {
+		t.Errorf("bind changed the consumer: %+v", cc)
+	}
+	if r := s.run; r.ackWait != 3*time.Second || r.maxDeliver != 4 {
+		t.Errorf("bind did not take the server's settings: ack wait %v max deliver %d", r.ackWait, r.maxDeliver)
+	}
+}
+
+func TestSource_DeliversAllOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var obs outcomes
+	cfg := e.config()
+	cfg.Observe = obs.observe
+	sink := newSink()
+	s := e.start(cfg, sink)
+
+	const n = 200
+	for i := range n {
+		id := fmt.Sprintf("t-%d", i)
+		e.publish(Subject("timesheets", fmt.Sprintf("C%d", i%3), "toggl"), id, fmt.Sprintf(`{"id":%q}`, id))
+	}
+	waitFor(t, 10*time.Second, "200 commits", func() bool { return sink.numCommitted() == n })
+	waitFor(t, 5*time.Second, "the consumer to be caught up", func() bool {
+		ci := e.consumerInfo("TIMESHEETS", "paysync")
+		return ci.NumPending == 0 && ci.NumAckPending == 0
+	})
+	if got := len(sink.allCalls()); got != n {
+		t.Errorf("%d commits for %d messages", got, n)
+	}
+	// Observe is called once the ack is confirmed, just after the sink returns.
+	waitFor(t, 2*time.Second, "the outcomes", func() bool { return obs.get("committed") == n })
+	if obs.get("duplicate")+obs.get("retry")+obs.get("invalid") != 0 {
+		t.Errorf("outcomes: %v", obs.n)
+	}
+	pending, err := s.Pending(context.Background())
+	if err != nil || pending != 0 {
+		t.Errorf("Pending() = %d, %v", pending, err)
+	}
+	// Order is kept: one message at a time.
+	var last uint64
+	for _, c := range sink.allCalls() {
+		if c.StreamSeq <= last {
+			t.Fatalf("seq %d after %d", c.StreamSeq, last)
+		}
+		last = c.StreamSeq
+	}
+}
+
+func TestPublish(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "TIMESHEETS", Subjects: []string{"timesheets.>"}, Duplicates: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	entry := paysync.Entry{ID: "t-1", EmployeeID: "MV8xXzE=", Date: "2026-11-02", Code: "T1", Hours: paysync.HoursFromSeconds(27000)}
+	subject := Subject("timesheets", "MV8x", "toggl")
+	dup, err := Publish(ctx, e.js, subject, entry)
+	if err != nil || dup {
+		t.Fatalf("first publish: dup %v err %v", dup, err)
+	}
+	dup, err = Publish(ctx, e.js, subject, entry)
+	if err != nil || !dup {
+		t.Fatalf("second publish: dup %v err %v", dup, err)
+	}
+	st, _ := e.js.Stream(ctx, "TIMESHEETS")
+	info, _ := st.Info(ctx)
+	if info.State.Msgs != 1 {
+		t.Errorf("stream holds %d messages, want 1", info.State.Msgs)
+	}
+	raw, err := st.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw.Header.Get("Nats-Msg-Id") != "t-1" || !bytes.Contains(raw.Data, []byte(`"id":"t-1"`)) || !bytes.Contains(raw.Data, []byte(`"hours":`)) {
+		t.Errorf("message: headers %v data %s", raw.Header, raw.Data)
+	}
+
+	if _, err := Publish(ctx, e.js, subject, paysync.Entry{Date: "2026-11-02"}); err == nil {
+		t.Error("an entry without id was published")
+	}
+	if _, err := Publish(ctx, e.js, "timesheets.*.x", entry); err == nil {
+		t.Error("published on a wildcard")
+	}
+}
+
+func TestSource_Invalid(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	dead, err := e.nc.SubscribeSync("paysync.deadletter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obs outcomes
+	cfg := e.config()
+	cfg.AckWait = time.Second
+	cfg.Observe = obs.observe
+	sink := newSink()
+	sink.invalid = map[string]string{"bad-1": "employee 42 unknown: " + strings.Repeat("x", 300)}
+	e.start(cfg, sink)
+
+	e.publish("timesheets.MV8x.toggl", "good-1", `{"id":"good-1"}`)
+	e.publish("timesheets.MV8x.toggl", "bad-1", `{"id":"bad-1","hours":"x"}`)
+	e.publish("timesheets.MV8x.toggl", "good-2", `{"id":"good-2"}`)
+
+	m, err := dead.NextMsg(5 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(m.Data) != `{"id":"bad-1","hours":"x"}` {
+		t.Errorf("dead letter data %s", m.Data)
+	}
+	if r := m.Header.Get(HeaderReason); !strings.HasPrefix(r, "employee 42 unknown: xxx") {
+		t.Errorf("%s: %q", HeaderReason, r)
+	}
+	if m.Header.Get(HeaderStreamSeq) != "2" || m.Header.Get(HeaderOriginalSubject) != "timesheets.MV8x.toggl" || m.Header.Get("Nats-Msg-Id") != "bad-1" {
+		t.Errorf("dead letter headers %v", m.Header)
+	}
+
+	waitFor(t, 5*time.Second, "the good ones", func() bool { return sink.numCommitted() == 2 })
+	// Past AckWait, the terminated message has not come back.
+	time.Sleep(1500 * time.Millisecond)
+	if calls := sink.callsFor("bad-1"); len(calls) != 1 {
+		t.Errorf("invalid message delivered %d times", len(calls))
+	}
+	if _, err := dead.NextMsg(100 * time.Millisecond); err == nil {
+		t.Error("a second dead letter")
+	}
+	ci := e.consumerInfo("TIMESHEETS", "paysync")
+	if ci.NumPending != 0 || ci.NumAckPending != 0 || ci.NumRedelivered != 0 {
+		t.Errorf("consumer: pending %d ack pending %d redelivered %d", ci.NumPending, ci.NumAckPending, ci.NumRedelivered)
+	}
+	if obs.get("invalid") != 1 || obs.get("committed") != 2 {
+		t.Errorf("outcomes %v", obs.n)
+	}
+}
+
+func TestSource_TransientRetriedAfterDelay(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var obs outcomes
+	cfg := e.config()
+	cfg.NakDelay = 300 * time.Millisecond
+	cfg.Observe = obs.observe
+	sink := newSink()
+	sink.failFirst = 2
+	e.start(cfg, sink)
+
+	e.publish("timesheets.MV8x.toggl", "t-1", `{"id":"t-1"}`)
+	waitFor(t, 5*time.Second, "the commit", func() bool { return obs.get("committed") == 1 })
+	calls := sink.callsFor("t-1")
+	if len(calls) != 3 {
+		t.Fatalf("%d deliveries, want 3", len(calls))
+	}
+	for i, want := range []time.Duration{300 * time.Millisecond, 600 * time.Millisecond} {
+		gap := calls[i+1].At.Sub(calls[i].At)
+		t.Logf("delivery %d → %d after %v (nak delay %v)", calls[i].Delivered, calls[i+1].Delivered, gap, want)
+		if gap < want {
+			t.Errorf("delivery %d came %v after the failure, want ≥ %v", calls[i+1].Delivered, gap, want)
+		}
+		if calls[i+1].Delivered != calls[i].Delivered+1 {
+			t.Errorf("delivery counts %d then %d", calls[i].Delivered, calls[i+1].Delivered)
+		}
+	}
+	if obs.get("retry") != 2 || obs.get("committed") != 1 {
+		t.Errorf("outcomes %v", obs.n)
+	}
+}
+
+func TestSource_SlowSinkKeptInProgress(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.AckWait = time.Second
+	sink := newSink()
+	sink.delay = 2500 * time.Millisecond
+	e.start(cfg, sink)
+
+	e.publish("timesheets.MV8x.toggl", "slow-1", `{"id":"slow-1"}`)
+	waitFor(t, 6*time.Second, "the commit", func() bool { return sink.numCommitted() == 1 })
+	time.Sleep(1200 * time.Millisecond) // past AckWait after the ack
+	if calls := sink.callsFor("slow-1"); len(calls) != 1 {
+		t.Errorf("slow message delivered %d times", len(calls))
+	}
+	ci := e.consumerInfo("TIMESHEETS", "paysync")
+	if ci.NumRedelivered != 0 || ci.NumAckPending != 0 {
+		t.Errorf("consumer: redelivered %d ack pending %d", ci.NumRedelivered, ci.NumAckPending)
+	}
+}
+
+func TestSource_CloseWaitsForInFlight(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cfg := e.config()
+	cfg.AckWait = time.Second
+	sink := newSink()
+	sink.delay = time.Second
+	sink.started = make(chan Message, 10)
+	s, err := New(cfg, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		id := fmt.Sprintf("t-%d", i)
+		e.publish("timesheets.MV8x.toggl", id, fmt.Sprintf(`{"id":%q}`, id))
+	}
+	select {
+	case m := <-sink.started:
+		if m.MsgID != "t-1" {
+			t.Fatalf("first commit of %s", m.MsgID)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no commit began")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	began := time.Now()
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Close took %v", time.Since(began))
+	if got := sink.numCommitted(); got != 1 {
+		t.Fatalf("%d commits finished by Close, want 1 (the one in flight)", got)
+	}
+	if s.Connected() {
+		t.Error("connected after Close")
+	}
+	if err := s.Close(ctx); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	ci := e.consumerInfo("TIMESHEETS", "paysync")
+	if ci.AckFloor.Stream < 1 {
+		t.Errorf("the in-flight message's ack was not confirmed: ack floor %d", ci.AckFloor.Stream)
+	}
+
+	// A new source gets the released messages, never the finished one.
+	sink2 := newSink()
+	e.start(cfg, sink2)
+	waitFor(t, 5*time.Second, "the released messages", func() bool { return sink2.numCommitted() == 2 })
+	time.Sleep(1200 * time.Millisecond) // past AckWait
+	if calls := sink2.callsFor("t-1"); len(calls) != 0 {
+		t.Errorf("the message committed before Close came again (delivered %d)", calls[0].Delivered)
+	}
+	if got := len(sink2.allCalls()); got != 2 {
+		t.Errorf("%d commits after restart, want 2", got)
+	}
+}
+
+func TestSource_ServerRestart(t *testing.T) {
+	t.Parallel()
+	// With the default AckWait, acks unanswered during the restart are
+	// confirmed once the server is back: nothing is delivered twice.
+	t.Run("default ack wait", func(t *testing.T) {
+		t.Parallel()
+		if dups := testServerRestart(t, DefaultAckWait); dups != 0 {
+			t.Errorf("%d duplicates", dups)
+		}
+	})
+	// With an AckWait shorter than the outage, the messages prefetched
+	// before it are redelivered meanwhile: the sink sees them again, as
+	// redeliveries, and reports them as Duplicate.
+	t.Run("ack wait shorter than the outage", func(t *testing.T) {
+		t.Parallel()
+		testServerRestart(t, 2*time.Second)
+	})
+}
+
+// testServerRestart restarts the server mid-stream and checks that every
+// message is committed once; it returns the number of duplicates.
+func testServerRestart(t *testing.T, ackWait time.Duration) int {
+	e := newEnv(t)
+	port := serverPort(t, e.ns)
+	sink := newSink()
+	sink.delay = 5 * time.Millisecond
+	var obs outcomes
+	cfg := e.config()
+	cfg.Observe = obs.observe
+	cfg.AckWait = ackWait
+	s := e.start(cfg, sink)
+
+	const first, second = 150, 50
+	for i := range first {
+		id := fmt.Sprintf("t-%d", i)
+		e.publish("timesheets.MV8x.toggl", id, fmt.Sprintf(`{"id":%q}`, id))
+	}
+	waitFor(t, 10*time.Second, "a third of the commits", func() bool { return sink.numCommitted() >= first/3 })
+
+	e.ns.Shutdown()
+	e.ns.WaitForShutdown()
+	waitFor(t, 5*time.Second, "Connected() to turn false", func() bool { return !s.Connected() })
+	atShutdown := sink.numCommitted()
+	time.Sleep(300 * time.Millisecond)
+
+	began := time.Now()
+	e.ns = runServer(t, e.dir, port)
+	waitFor(t, 10*time.Second, "Connected() to turn true", func() bool { return s.Connected() })
+	t.Logf("committed %d before the shutdown; reconnected %v after the restart", atShutdown, time.Since(began))
+	waitFor(t, 10*time.Second, "the test client to reconnect", e.nc.IsConnected)
+
+	for i := first; i < first+second; i++ {
+		id := fmt.Sprintf("t-%d", i)
+		e.publish("timesheets.MV8x.toggl", id, fmt.Sprintf(`{"id":%q}`, id))
+	}
+	waitFor(t, 15*time.Second, "all commits", func() bool { return sink.numCommitted() == first+second })
+	waitFor(t, 5*time.Second, "the consumer to be caught up", func() bool {
+		ci := e.consumerInfo("TIMESHEETS", "paysync")
+		return ci.NumPending == 0 && ci.NumAckPending == 0
+	})
+	for i := range first + second {
+		if n := len(sink.callsFor(fmt.Sprintf("t-%d", i))); n == 0 {
+			t.Errorf("t-%d never delivered", i)
+		}
+	}
+	// Anything seen twice was a redelivery, reported as a Duplicate.
+	seen := map[string]bool{}
+	for _, c := range sink.allCalls() {
+		if k := key(c.Message); seen[k] && c.Delivered < 2 {
+			t.Errorf("%s delivered again as a first delivery", k)
+		}
+		seen[key(c.Message)] = true
+	}
+	waitFor(t, 2*time.Second, "the outcomes", func() bool { return obs.get("committed") == first+second })
+	t.Logf("duplicates (redeliveries): %d", obs.get("duplicate"))
+	return obs.get("duplicate")
+}
+
+func TestSource_MaxDeliverDeadLetters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	// A stream captures the dead-letter subject: dead letters go through
+	// JetStream and are kept.
+	dl, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "DEADLETTER", Subjects: []string{"paysync.deadletter"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obs outcomes
+	cfg := e.config()
+	cfg.MaxDeliver, cfg.NakDelay, cfg.AckWait = 3, 100*time.Millisecond, time.Second
+	cfg.Observe = obs.observe
+	sink := newSink()
+	sink.alwaysFail = true
+	s := e.start(cfg, sink)
+	if s.run.dlqStream != "DEADLETTER" {
+		t.Errorf("dead letters through stream %q", s.run.dlqStream)
+	}
+
+	e.publish("timesheets.MV8x.toggl", "poison-1", `{"id":"poison-1"}`)
+	var m *jetstream.RawStreamMsg
+	waitFor(t, 5*time.Second, "the dead letter", func() bool {
+		m, err = dl.GetLastMsgForSubject(ctx, "paysync.deadletter")
+		return err == nil
+	})
+	if r := m.Header.Get(HeaderReason); r != "gave up after 3 deliveries: ledger busy" {
+		t.Errorf("reason %q", r)
+	}
+	if string(m.Data) != `{"id":"poison-1"}` || m.Header.Get(nats.MsgIdHdr) != "poison-1" ||
+		m.Header.Get(HeaderStreamSeq) != "1" || m.Header.Get(HeaderOriginalSubject) != "timesheets.MV8x.toggl" {
+		t.Errorf("dead letter %v %s", m.Header, m.Data)
+	}
+	time.Sleep(1200 * time.Millisecond) // past AckWait: not delivered again
+	calls := sink.callsFor("poison-1")
+	if len(calls) != 3 || calls[2].Delivered != 3 {
+		t.Errorf("%d deliveries, want 3", len(calls))
+	}
+	ci := e.consumerInfo("TIMESHEETS", "paysync")
+	if ci.NumPending != 0 || ci.NumAckPending != 0 {
+		t.Errorf("consumer: pending %d ack pending %d", ci.NumPending, ci.NumAckPending)
+	}
+	if obs.get("retry") != 2 || obs.get("invalid") != 1 {
+		t.Errorf("outcomes %v", obs.n)
+	}
+}
