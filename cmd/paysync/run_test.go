@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -23,6 +24,11 @@ import (
 	"github.com/paysync/paysync/payroll/sandbox"
 	"github.com/paysync/paysync/worker/stream"
 )
+
+// runEntries sizes TestRun_NATS. CI uses 2,000 (about 20 s under -race:
+// every message is its own ledger transaction); run with
+// -args -run.entries=10000 for the figure.
+var runEntries = flag.Int("run.entries", 2000, "entries TestRun_NATS publishes")
 
 // natsServer starts an embedded JetStream server storing in dir on port
 // (-1: any).
@@ -86,10 +92,7 @@ func payrollKeys(sb *sandbox.Server) []string {
 // payroll holds exactly the valid ones once; the dead-letter subject holds
 // the invalid ones with their reasons; /metrics moves; /readyz follows NATS.
 func TestRun_NATS(t *testing.T) {
-	n := 2000
-	if !testing.Short() {
-		n = 10000
-	}
+	n := *runEntries
 	s := startSandbox(t, sandbox.Options{})
 	storeDir := t.TempDir()
 	ns := natsServer(t, storeDir, -1)
