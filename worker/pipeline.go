@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,14 +22,51 @@ type PipelineLedger interface {
 // first (so a company's batches keep their order). Sources only commit to
 // the ledger; they never wait for the payroll API.
 type Pipeline struct {
-	L      PipelineLedger
-	D      *Deliverer
-	Linger time.Duration // how long a part-full batch waits for more (PAYSYNC_BATCH_LINGER)
-	Tick   time.Duration // how often to look (default Linger/4, at least 20ms)
-	Log    *slog.Logger
+	L        PipelineLedger
+	D        *Deliverer    // the template: each company gets its own copy
+	Linger   time.Duration // how long a part-full batch waits for more (PAYSYNC_BATCH_LINGER)
+	Tick     time.Duration // how often to look (default Linger/4, at least 20ms)
+	InFlight int           // companies sent to at once (default 4); one at a time per company
+	Log      *slog.Logger
 
 	revoked atomic.Bool
 	wake    chan struct{}
+
+	mu   sync.Mutex
+	perC map[string]*Deliverer
+}
+
+// Stats sums what the per-company deliverers did.
+func (p *Pipeline) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var s Stats
+	for _, d := range p.perC {
+		s.Created += d.Stats.Created
+		s.Rejected += d.Stats.Rejected
+		s.Reconciled += d.Stats.Reconciled
+		s.Deleted += d.Stats.Deleted
+		s.Gone += d.Stats.Gone
+		s.Attempts += d.Stats.Attempts
+		s.Failed += d.Stats.Failed
+	}
+	return s
+}
+
+// deliverer returns the company's deliverer (its snapshot state lives there).
+func (p *Pipeline) deliverer(company string) *Deliverer {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.perC == nil {
+		p.perC = map[string]*Deliverer{}
+	}
+	d := p.perC[company]
+	if d == nil {
+		d = &Deliverer{L: p.D.L, P: p.D.P, Log: p.D.Log, MaxAttempts: p.D.MaxAttempts, DeleteChunk: p.D.DeleteChunk,
+			Sleep: p.D.Sleep, Limiter: p.D.Limiter, OnBatch: p.D.OnBatch}
+		p.perC[company] = d
+	}
+	return d
 }
 
 // Revoked reports whether the last delivery stopped on a revoked token.
@@ -49,6 +87,9 @@ func (p *Pipeline) Wake() {
 func (p *Pipeline) Init() {
 	if p.Tick <= 0 {
 		p.Tick = max(p.Linger/4, 20*time.Millisecond)
+	}
+	if p.InFlight <= 0 {
+		p.InFlight = 4
 	}
 	if p.Log == nil {
 		p.Log = slog.New(slog.DiscardHandler)
@@ -95,8 +136,10 @@ func (p *Pipeline) Run(ctx context.Context) error {
 }
 
 // Flush seals what lingered at least linger (0: everything) and delivers
-// every sealed open batch.
+// every sealed open batch: companies in parallel (up to InFlight), each
+// company's batches in order.
 func (p *Pipeline) Flush(ctx context.Context, linger time.Duration) error {
+	p.Init()
 	if err := p.L.SealDue(ctx, linger); err != nil {
 		return err
 	}
@@ -104,9 +147,30 @@ func (p *Pipeline) Flush(ctx context.Context, linger time.Duration) error {
 	if err != nil || len(open) == 0 {
 		return err
 	}
-	ids := make([]int64, len(open))
-	for i, b := range open {
-		ids[i] = b.ID
+	var companies []string
+	byCompany := map[string][]int64{}
+	for _, b := range open {
+		if _, ok := byCompany[b.CompanyID]; !ok {
+			companies = append(companies, b.CompanyID)
+		}
+		byCompany[b.CompanyID] = append(byCompany[b.CompanyID], b.ID)
 	}
-	return p.D.Deliver(ctx, ids)
+	sem := make(chan struct{}, p.InFlight)
+	var wg sync.WaitGroup
+	errs := make([]error, len(companies))
+	for i, c := range companies {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = p.deliverer(c).Deliver(ctx, byCompany[c])
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if errors.Is(err, ErrRevoked) {
+			return err
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -500,3 +500,44 @@ func TestImporter_EntryIDsAgain(t *testing.T) {
 		t.Fatalf("%d more create calls", n-creates)
 	}
 }
+
+// The sending loop: open batches of two companies fill up from single-entry
+// "messages", are sealed by size or linger, and are delivered in parallel
+// per company, each company in order.
+func TestPipeline_TwoCompanies(t *testing.T) {
+	e := setup(t, sandbox.Options{})
+	im := e.importer(t, nil, 7)
+	im.Accumulate, im.AllOrNothing = true, true
+	want := 0
+	for i := 0; i < 40; i++ {
+		company, emp := sandbox.CompanyNordlys, sandbox.EmpMetteHansen
+		if i%2 == 1 {
+			company, emp = sandbox.CompanyFjordtech, sandbox.EmpJonasLarsen
+		}
+		msg := fmt.Sprintf(`{"id":"p-%d","company_id":"%s","employee_id":"%s","date":"2026-11-02","hours":"%d","code":"T1"}`, i, company, emp, i+1)
+		rep, err := im.Plan(ctx(t), "nats", "timesheets."+company+".t", []byte(msg))
+		if err != nil || len(rep.ProblemList()) > 0 {
+			t.Fatalf("message %d: %v %v", i, err, rep.ProblemList())
+		}
+		want++
+	}
+	p := &worker.Pipeline{L: e.led, D: e.deliverer(e.cl), Linger: time.Hour, InFlight: 2}
+	// Full batches (7) are sealed at once; the rest waits for the linger.
+	if err := p.Flush(ctx(t), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	// 20 per company: two full batches of 7 each are sealed, 6 wait.
+	if got := len(e.sandboxParts()); got != 28 {
+		t.Fatalf("after the first flush payroll holds %d, want 28 (the full batches)", got)
+	}
+	if err := p.Flush(ctx(t), 0); err != nil { // shutdown: everything
+		t.Fatal(err)
+	}
+	if got := len(e.sandboxParts()); got != want {
+		t.Fatalf("payroll holds %d, want %d", got, want)
+	}
+	if s := p.Stats(); s.Created != want {
+		t.Fatalf("stats %+v", s)
+	}
+	e.checkLedger(t)
+}

@@ -198,7 +198,8 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 		if err := pipe.Flush(ctx, 0); err != nil {
 			return err
 		}
-		fmt.Fprintf(io.out, "delivered: %d pay parts created, %d rejected; %d batches failed\n", d.Stats.Created, d.Stats.Rejected, d.Stats.Failed)
+		st := pipe.Stats()
+		fmt.Fprintf(io.out, "delivered: %d pay parts created, %d rejected; %d batches failed\n", st.Created, st.Rejected, st.Failed)
 		return nil
 	}
 
@@ -297,7 +298,7 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 	if hsrv != nil {
 		hsrv.Shutdown(graceCtx)
 	}
-	log.Info("stopped", "created", d.Stats.Created)
+	log.Info("stopped", "created", pipe.Stats().Created)
 	return nil
 }
 
