@@ -83,8 +83,8 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 	if cfg.FilePolicy != "all-or-nothing" && cfg.FilePolicy != "partial" {
 		return usagef("config: PAYSYNC_FILE_POLICY: %q is not all-or-nothing or partial", cfg.FilePolicy)
 	}
-	if cfg.BatchLinger < 0 || cfg.RateLimit <= 0 || cfg.ShutdownGrace <= 0 {
-		return usagef("config: PAYSYNC_BATCH_LINGER, PAYSYNC_RATE_LIMIT and PAYSYNC_SHUTDOWN_GRACE must be positive")
+	if cfg.BatchLinger < 0 || cfg.RateLimit <= 0 || cfg.ShutdownGrace <= 0 || cfg.InFlight < 1 {
+		return usagef("config: PAYSYNC_BATCH_LINGER, PAYSYNC_RATE_LIMIT, PAYSYNC_IN_FLIGHT and PAYSYNC_SHUTDOWN_GRACE must be positive")
 	}
 	rules, err := loadRulesFile(rulesFile)
 	if err != nil {
@@ -154,7 +154,7 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 		}
 	}
 	mapper := mapping.NewMapper(rules, mapping.NewCache(s.cl), schema, company)
-	pipe := &worker.Pipeline{L: s.led, D: d, Linger: cfg.BatchLinger, Log: log}
+	pipe := &worker.Pipeline{L: s.led, D: d, Linger: cfg.BatchLinger, InFlight: cfg.InFlight, Log: log}
 	pipe.Init()
 	observe := func(kind string, rep worker.Report) {
 		m.Entries.WithLabelValues(kind, "duplicate").Add(float64(rep.Duplicates))

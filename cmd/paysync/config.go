@@ -59,6 +59,7 @@ type config struct {
 	FilePolicy     string        `env:"PAYSYNC_FILE_POLICY, default=all-or-nothing"`
 	BatchLinger    time.Duration `env:"PAYSYNC_BATCH_LINGER, default=2s"`
 	RateLimit      float64       `env:"PAYSYNC_RATE_LIMIT, default=20"`
+	InFlight       int           `env:"PAYSYNC_IN_FLIGHT, default=4"`
 	HTTPAddr       string        `env:"PAYSYNC_HTTP_ADDR, default=127.0.0.1:9480"`
 	ShutdownGrace  time.Duration `env:"PAYSYNC_SHUTDOWN_GRACE, default=30s"`
 	NATSURL        string        `env:"NATS_URL"`
