@@ -158,10 +158,8 @@ func planImport(ctx context.Context, cl *payroll.Client, rules *mapping.Rules, c
 	if err != nil {
 		return importReport{}, err
 	}
-	if company == "" && rules.Company == "" {
-		if company, err = cl.CurrentCompany(ctx); err != nil {
-			return importReport{}, fmt.Errorf("find current company (set PAYSYNC_COMPANY_ID to skip): %w", err)
-		}
+	if company, err = defaultCompany(ctx, cl, rules, company); err != nil {
+		return importReport{}, err
 	}
 	cache := mapping.NewCache(cl)
 	if _, err := cache.Meta(ctx); err != nil {

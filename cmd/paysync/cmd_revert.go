@@ -206,11 +206,9 @@ func runReplay(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	if err != nil {
 		return err
 	}
-	company := cfg.CompanyID
-	if company == "" && rules.Company == "" {
-		if company, err = s.cl.CurrentCompany(ctx); err != nil {
-			return err
-		}
+	company, err := defaultCompany(ctx, s.cl, rules, cfg.CompanyID)
+	if err != nil {
+		return err
 	}
 	d := s.deliverer(io)
 	if err := d.Recover(ctx); err != nil {

@@ -147,11 +147,9 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 	if err != nil {
 		return err
 	}
-	company := cfg.CompanyID
-	if company == "" && rules.Company == "" {
-		if company, err = s.cl.CurrentCompany(ctx); err != nil {
-			return fmt.Errorf("find current company (set PAYSYNC_COMPANY_ID to skip): %w", err)
-		}
+	company, err := defaultCompany(ctx, s.cl, rules, cfg.CompanyID)
+	if err != nil {
+		return err
 	}
 	mapper := mapping.NewMapper(rules, mapping.NewCache(s.cl), schema, company)
 	pipe := &worker.Pipeline{L: s.led, D: d, Linger: cfg.BatchLinger, InFlight: cfg.InFlight, Log: log}

@@ -83,11 +83,9 @@ func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []s
 	if err != nil {
 		return err
 	}
-	company := s.cfg.CompanyID
-	if company == "" && rules.Company == "" {
-		if company, err = s.cl.CurrentCompany(ctx); err != nil {
-			return fmt.Errorf("find current company (set PAYSYNC_COMPANY_ID to skip): %w", err)
-		}
+	company, err := defaultCompany(ctx, s.cl, rules, s.cfg.CompanyID)
+	if err != nil {
+		return err
 	}
 	d := s.deliverer(io)
 	prog := newProgress(io.err)
