@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -300,4 +299,3 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 	return nil
 }
 
-var _ = flag.ErrHelp
