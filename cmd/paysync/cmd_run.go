@@ -177,8 +177,7 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 		im := &worker.Importer{L: s.led, Mapper: mapper, Rules: rules, Wire: schema, BatchSize: cfg.BatchSize, AllOrNothing: true, Accumulate: true,
 			Read: mapping.ReadOptions{Format: mapping.FormatJSON}}
 		scfg := stream.Config{URL: cfg.NATSURL, CredsFile: cfg.NATSCreds, NKeySeedFile: cfg.NATSNKey, CAFile: cfg.NATSCA, CertFile: cfg.NATSCert, KeyFile: cfg.NATSKey,
-			Stream: cfg.NATSStream, Subjects: []string{cfg.NATSSubject}, Durable: cfg.NATSDurable, DeadLetter: cfg.NATSDeadLetter, Bind: cfg.NATSBind, Logger: log,
-			Observe: func(outcome string) {}}
+			Stream: cfg.NATSStream, Subjects: []string{cfg.NATSSubject}, Durable: cfg.NATSDurable, DeadLetter: cfg.NATSDeadLetter, Bind: cfg.NATSBind, Logger: log}
 		if src, err = stream.New(scfg, natsSink{planOnly{im: im, wake: pipe.Wake, obs: observe}}); err != nil {
 			return usagef("%v", err)
 		}
