@@ -297,4 +297,3 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 	log.Info("stopped", "created", pipe.Stats().Created)
 	return nil
 }
-
