@@ -88,6 +88,9 @@ type ImportIntent struct {
 	// unsealed when there is none with room) instead of new sealed
 	// batches: streaming sources, where one message is one entry.
 	Accumulate bool
+	// Rejected records the source as refused as a whole: only the source
+	// and its rejects are stored (no entries, no pay parts).
+	Rejected bool
 }
 
 // Committed says what an intent became.
@@ -121,9 +124,14 @@ func (l *Ledger) CommitImport(ctx context.Context, in ImportIntent) (Committed, 
 			if err != nil {
 				return err
 			}
+			status := "committed"
+			if in.Rejected {
+				status = "rejected"
+				in.Entries, in.PayParts = nil, nil
+			}
 			res, err := tx.ExecContext(ctx, `INSERT INTO sources (kind, name, content_hash, format, size, payload, status, entries, duplicates, rejects, received_at)
-				VALUES (?, ?, ?, ?, ?, ?, 'committed', ?, ?, ?, ?)`,
-				in.Source.Kind, in.Source.Name, in.Source.Hash, in.Source.Format, len(in.Source.Payload), gz,
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+				in.Source.Kind, in.Source.Name, in.Source.Hash, in.Source.Format, len(in.Source.Payload), gz, status,
 				len(in.Entries), in.Duplicates, len(in.Rejects), now)
 			if err != nil {
 				var se *sqlite.Error
@@ -317,7 +325,7 @@ func scanSource(sc interface{ Scan(...any) error }) (Source, error) {
 
 // SourceByHash finds a committed source by content hash.
 func (l *Ledger) SourceByHash(ctx context.Context, hash string) (Source, bool, error) {
-	s, err := scanSource(l.db.QueryRowContext(ctx, `SELECT `+sourceCols+` FROM sources WHERE content_hash = ? AND kind <> 'replay'`, hash))
+	s, err := scanSource(l.db.QueryRowContext(ctx, `SELECT `+sourceCols+` FROM sources WHERE content_hash = ? AND kind <> 'replay' AND status = 'committed'`, hash))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Source{}, false, nil
 	}

@@ -50,6 +50,7 @@ type Report struct {
 	PayParts   int            `json:"pay_parts"`
 	Batches    []int64        `json:"batches"`
 	Resumed    int            `json:"resumed_batches,omitempty"` // open batches of an earlier run delivered now
+	RejectedAs int64          `json:"rejected_as,omitempty"`     // all-or-nothing: the source recorded as rejected, with its rejects
 	ImportedAt string         `json:"-"`
 }
 
@@ -175,7 +176,15 @@ func (im *Importer) Plan(ctx context.Context, kind, name string, payload []byte)
 		}
 	}
 	if im.AllOrNothing && len(rep.Problems) > 0 {
-		return rep, nil // nothing committed: ImportID stays 0
+		// Nothing of it is taken: keep the source and its rejects for the
+		// audit trail (paysync imports); ImportID stays 0.
+		intent.Rejected = true
+		c, err := im.L.CommitImport(ctx, intent)
+		if err != nil {
+			return rep, err
+		}
+		rep.RejectedAs = c.SourceID
+		return rep, nil
 	}
 	intent.Duplicates = rep.Duplicates
 	intent.PayParts = planned

@@ -31,6 +31,8 @@ type Pipeline struct {
 
 	revoked atomic.Bool
 	wake    chan struct{}
+	stop    chan struct{}
+	once    sync.Once
 
 	mu   sync.Mutex
 	perC map[string]*Deliverer
@@ -97,6 +99,16 @@ func (p *Pipeline) Init() {
 	if p.wake == nil {
 		p.wake = make(chan struct{}, 1)
 	}
+	if p.stop == nil {
+		p.stop = make(chan struct{})
+	}
+}
+
+// Stop asks Run to return after the look it is in: a call in flight is
+// finished, not cut (cancel Run's context for that).
+func (p *Pipeline) Stop() {
+	p.Init()
+	p.once.Do(func() { close(p.stop) })
 }
 
 // Run loops until ctx ends. Failures are logged and retried on the next
@@ -110,6 +122,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			return nil
+		case <-p.stop:
 			return nil
 		case <-t.C:
 		case <-p.wake:

@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/paysync/paysync/mapping"
 	"github.com/paysync/paysync/worker/stream"
@@ -49,6 +51,12 @@ func runPublish(ctx context.Context, args []string, std stdio, env lookupEnv) er
 		return err
 	}
 	defer nc.Close()
+	for i := 0; !nc.IsConnected(); i++ { // Connect keeps retrying in the background
+		if i == 50 || ctx.Err() != nil {
+			return fmt.Errorf("publish: cannot reach NATS at %s", nc.Opts.Servers)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return fmt.Errorf("publish: %w", err)
@@ -93,6 +101,9 @@ func runPublish(ctx context.Context, args []string, std stdio, env lookupEnv) er
 				c = company
 			}
 			dup, err := stream.Publish(ctx, js, stream.Subject(prefix, c, src), e)
+			if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+				return fmt.Errorf("publish: entry %s: no stream takes %s: start `paysync run` once (it creates the stream %s) or create it", e.ID, stream.Subject(prefix, c, src), cfg.NATSStream)
+			}
 			if err != nil {
 				return fmt.Errorf("publish: entry %s: %w", e.ID, err)
 			}

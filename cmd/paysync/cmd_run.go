@@ -259,23 +259,19 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 		}
 	}
 
-	// Graceful stop: intake first (acks of committed messages), then a last
-	// flush, within the grace; a second signal stops at once (every change
-	// is a transaction, so the ledger stays consistent).
+	// Graceful stop: intake first (acks of committed messages), then the
+	// sending loop finishes the call it is in and a last flush sends what
+	// is committed, all within the grace; a second signal (or the end of
+	// the grace) stops at once — every change is a transaction, so the
+	// ledger stays consistent and the next start reconciles.
 	log.Info("stopping: no new intake; finishing in-flight work", "grace", cfg.ShutdownGrace.String())
 	graceCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
-	second := make(chan os.Signal, 1)
-	signal.Notify(second, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(second)
-	go func() {
-		select {
-		case <-second:
-			log.Warn("second signal: stopping now")
-			cancel()
-		case <-graceCtx.Done():
-		}
-	}()
+	context.AfterFunc(hardStopOf(ctx), func() {
+		log.Warn("second signal: stopping now")
+		cancel()
+	})
+	context.AfterFunc(graceCtx, stopRun) // in-flight calls are cut only at the end
 	if src != nil {
 		if err := src.Close(graceCtx); err != nil {
 			log.Warn("closing the NATS source", "err", err)
@@ -286,7 +282,7 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 			log.Warn("closing the inbox", "err", err)
 		}
 	}
-	stopRun()
+	pipe.Stop()
 	wg.Wait()
 	if err := pipe.Flush(graceCtx, 0); err != nil && graceCtx.Err() == nil {
 		log.Warn("last flush", "err", err)
