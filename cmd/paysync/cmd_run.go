@@ -177,7 +177,8 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 		im := &worker.Importer{L: s.led, Mapper: mapper, Rules: rules, Wire: schema, BatchSize: cfg.BatchSize, AllOrNothing: true, Accumulate: true,
 			Read: mapping.ReadOptions{Format: mapping.FormatJSON}}
 		scfg := stream.Config{URL: cfg.NATSURL, CredsFile: cfg.NATSCreds, NKeySeedFile: cfg.NATSNKey, CAFile: cfg.NATSCA, CertFile: cfg.NATSCert, KeyFile: cfg.NATSKey,
-			Stream: cfg.NATSStream, Subjects: []string{cfg.NATSSubject}, Durable: cfg.NATSDurable, DeadLetter: cfg.NATSDeadLetter, Bind: cfg.NATSBind, Logger: log}
+			Stream: cfg.NATSStream, Subjects: []string{cfg.NATSSubject}, Durable: cfg.NATSDurable, DeadLetter: cfg.NATSDeadLetter, Bind: cfg.NATSBind, Logger: log,
+			AckWait: cfg.NATSAckWait}
 		if src, err = stream.New(scfg, natsSink{planOnly{im: im, wake: pipe.Wake, obs: observe}}); err != nil {
 			return usagef("%v", err)
 		}
@@ -243,17 +244,25 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 			return err
 		}
 	}
-	// SIGHUP or SIGUSR1: poll the inbox now.
+	// SIGHUP or SIGUSR1: poll the inbox now; SIGUSR2: switch debug logging
+	// on or off.
 	poke := make(chan os.Signal, 1)
-	signal.Notify(poke, syscall.SIGUSR1, syscall.SIGHUP)
+	signal.Notify(poke, syscall.SIGUSR1, syscall.SIGHUP, syscall.SIGUSR2)
 	defer signal.Stop(poke)
 	log.Info("paysync running", "inbox", cfg.Inbox, "nats", cfg.NATSURL != "", "linger", cfg.BatchLinger.String())
 	for loop := true; loop; {
 		select {
 		case <-ctx.Done():
 			loop = false
-		case <-poke:
-			if in != nil {
+		case sig := <-poke:
+			switch {
+			case sig == syscall.SIGUSR2 && level.Level() == slog.LevelDebug:
+				level.Set(l)
+				log.Info("log level back to configured", "level", l.String())
+			case sig == syscall.SIGUSR2:
+				level.Set(slog.LevelDebug)
+				log.Info("debug logging on (SIGUSR2 again to switch it off)")
+			case in != nil:
 				in.RunNow()
 			}
 		}

@@ -73,6 +73,7 @@ type config struct {
 	NATSDurable    string        `env:"PAYSYNC_NATS_DURABLE, default=paysync"`
 	NATSDeadLetter string        `env:"PAYSYNC_NATS_DEAD_LETTER, default=paysync.deadletter"`
 	NATSBind       bool          `env:"PAYSYNC_NATS_BIND, default=false"`
+	NATSAckWait    time.Duration `env:"PAYSYNC_NATS_ACK_WAIT, default=30s"`
 
 	onCall func(op string, class payroll.Class, status int, d time.Duration) // metrics hook, set by run
 
