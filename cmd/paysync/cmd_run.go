@@ -178,7 +178,7 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 			Read: mapping.ReadOptions{Format: mapping.FormatJSON}}
 		scfg := stream.Config{URL: cfg.NATSURL, CredsFile: cfg.NATSCreds, NKeySeedFile: cfg.NATSNKey, CAFile: cfg.NATSCA, CertFile: cfg.NATSCert, KeyFile: cfg.NATSKey,
 			Stream: cfg.NATSStream, Subjects: []string{cfg.NATSSubject}, Durable: cfg.NATSDurable, DeadLetter: cfg.NATSDeadLetter, Bind: cfg.NATSBind, Logger: log,
-			AckWait: cfg.NATSAckWait}
+			AckWait: cfg.NATSAckWait, Filter: cfg.NATSFilter}
 		if src, err = stream.New(scfg, natsSink{planOnly{im: im, wake: pipe.Wake, obs: observe}}); err != nil {
 			return usagef("%v", err)
 		}

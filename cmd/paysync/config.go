@@ -74,6 +74,7 @@ type config struct {
 	NATSDeadLetter string        `env:"PAYSYNC_NATS_DEAD_LETTER, default=paysync.deadletter"`
 	NATSBind       bool          `env:"PAYSYNC_NATS_BIND, default=false"`
 	NATSAckWait    time.Duration `env:"PAYSYNC_NATS_ACK_WAIT, default=30s"`
+	NATSFilter     string        `env:"PAYSYNC_NATS_FILTER"`
 
 	onCall func(op string, class payroll.Class, status int, d time.Duration) // metrics hook, set by run
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -294,5 +296,23 @@ func TestCLI_BadLedger(t *testing.T) {
 			}
 			assertClean(t, r)
 		})
+	}
+}
+
+func TestCLI_Healthcheck(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/healthz" {
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	if r := runBinary(t, nil, "healthcheck", srv.URL+"/healthz"); r.code != 0 {
+		t.Fatalf("healthy: exit %d %s", r.code, r.stderr)
+	}
+	if r := runBinary(t, nil, "healthcheck", srv.URL+"/other"); r.code != 1 || !strings.Contains(r.stderr, "404") {
+		t.Fatalf("404: exit %d %s", r.code, r.stderr)
+	}
+	if r := runBinary(t, nil, "healthcheck", "not a url"); r.code != 2 {
+		t.Fatalf("bad url: exit %d", r.code)
 	}
 }
