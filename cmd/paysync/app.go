@@ -52,6 +52,7 @@ func commands() map[string]command {
 		{"replay", "send a batch's or an import's entries again through the current rules", runReplay},
 		{"demo", "run the whole flow against an in-process sandbox", runDemo},
 		{"version", "print the version", runVersion},
+		{"doctor", "pre-flight: check configuration, payroll connection, schema, rules, NATS, inbox, ledger", runDoctor},
 		{"healthcheck", "probe a health URL (for container HEALTHCHECKs): exit 0 on HTTP 200", runHealthcheck},
 	}
 	m := map[string]command{}

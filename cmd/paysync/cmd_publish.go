@@ -29,7 +29,8 @@ func runPublish(ctx context.Context, args []string, std stdio, env lookupEnv) er
 	}
 	var format, source, company, prefix string
 	fs := newFlagSet("publish", "publish [--source NAME] [--company ID] [--format F] FILE... (or - for standard input)", std)
-	fs.StringVar(&cfg.NATSURL, "nats-url", cfg.NATSURL, "NATS server(s) (NATS_URL)")
+	var natsURL string
+	fs.StringVar(&natsURL, "nats-url", "", "NATS server(s) (default: NATS_URL; credentials belong in NATS_URL or NATS_CREDS, not on the command line)")
 	fs.StringVar(&format, "format", "", "input format (default: detect)")
 	fs.StringVar(&source, "source", "", "the <source> subject token (default: the file name)")
 	fs.StringVar(&company, "company", cfg.CompanyID, "company for entries without company_id (the <company> subject token; default \"default\")")
@@ -39,6 +40,9 @@ func runPublish(ctx context.Context, args []string, std stdio, env lookupEnv) er
 			return err
 		}
 		return &usageError{err.Error()}
+	}
+	if natsURL != "" {
+		cfg.NATSURL = natsURL
 	}
 	if cfg.NATSURL == "" {
 		return usagef("config: NATS_URL is not set")
@@ -53,7 +57,7 @@ func runPublish(ctx context.Context, args []string, std stdio, env lookupEnv) er
 	defer nc.Close()
 	for i := 0; !nc.IsConnected(); i++ { // Connect keeps retrying in the background
 		if i == 50 || ctx.Err() != nil {
-			return fmt.Errorf("publish: cannot reach NATS at %s", nc.Opts.Servers)
+			return fmt.Errorf("publish: cannot reach NATS at %v", nc.Servers())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -240,8 +240,11 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 		}
 	}
 	if src != nil {
-		if err := src.Start(runCtx); err != nil {
-			return err
+		if err := src.Start(ctx); err != nil { // start-up ends with a signal too
+			if ctx.Err() == nil {
+				return err
+			}
+			src = nil // stopped while still connecting: nothing to drain
 		}
 	}
 	// SIGHUP or SIGUSR1: poll the inbox now; SIGUSR2: switch debug logging

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"time"
 
@@ -243,6 +244,11 @@ func connect(cfg Config, extra ...nats.Option) (*nats.Conn, error) {
 	opts = append(opts, extra...)
 	nc, err := nats.Connect(normalizeURLs(cfg.URL), opts...)
 	if err != nil {
+		// A URL parse error quotes the raw URL: never let credentials out.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return nil, fmt.Errorf("stream: connect %s: %v", redactURLs(cfg.URL), ue.Err)
+		}
 		return nil, fmt.Errorf("stream: connect %s: %w", redactURLs(cfg.URL), err)
 	}
 	return nc, nil

@@ -1,0 +1,1128 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/paysync/paysync"
+	"github.com/paysync/paysync/ledger"
+	"github.com/paysync/paysync/mapping"
+	"github.com/paysync/paysync/payroll"
+	"github.com/paysync/paysync/worker"
+	"github.com/paysync/paysync/worker/inbox"
+	"github.com/paysync/paysync/worker/stream"
+	"golang.org/x/oauth2"
+)
+
+// paysync doctor: a pre-flight that checks the configuration, the ledger,
+// the payroll connection, the schema, the company, the rules, NATS and the
+// inbox, and says for every problem what to do. Each check stands alone: a
+// failure is reported and the others still run; checks that need something
+// that failed are reported as skipped, with the reason.
+
+// doctorCheck is one line of the report (one element of --json).
+type doctorCheck struct {
+	Name    string `json:"name"`
+	OK      bool   `json:"ok"`   // passed (possibly with a warning)
+	Warn    bool   `json:"warn"` // passed, but worth a look
+	Skipped bool   `json:"skipped,omitempty"`
+	Detail  string `json:"detail"`
+	Fix     string `json:"fix"` // what to do (for a warning: a note)
+}
+
+// doctorNATSWait is how long the NATS check waits for a connection.
+const doctorNATSWait = 5 * time.Second
+
+// doctorNameWidth aligns the details: the longest check name plus ':'.
+const doctorNameWidth = len("metrics listener:")
+
+// doctorReport writes one line per check (or collects them for --json).
+type doctorReport struct {
+	w       io.Writer
+	asJSON  bool
+	checks  []doctorCheck
+	secrets []string // never printed, whatever a message carries
+}
+
+func (r *doctorReport) redact(s string) string {
+	for _, sec := range r.secrets {
+		if len(sec) >= 4 {
+			s = strings.ReplaceAll(s, sec, "***")
+		}
+	}
+	return oneLine(s)
+}
+
+func (r *doctorReport) add(c doctorCheck) {
+	c.Detail, c.Fix = r.redact(c.Detail), r.redact(c.Fix)
+	r.checks = append(r.checks, c)
+	if r.asJSON {
+		return
+	}
+	sym, label := "✓", ""
+	switch {
+	case c.Skipped:
+		sym = "-"
+		c.Detail = "skipped: " + c.Detail
+	case !c.OK:
+		sym, label = "✗", "fix"
+	case c.Warn:
+		sym, label = "!", "note"
+	}
+	line := fmt.Sprintf("%s %-*s %s", sym, doctorNameWidth, c.Name+":", c.Detail)
+	if label != "" && c.Fix != "" {
+		line += " — " + label + ": " + c.Fix
+	}
+	fmt.Fprintln(r.w, line)
+}
+
+func (r *doctorReport) ok(name, detail string) {
+	r.add(doctorCheck{Name: name, OK: true, Detail: detail})
+}
+
+func (r *doctorReport) warn(name, detail, note string) {
+	r.add(doctorCheck{Name: name, OK: true, Warn: true, Detail: detail, Fix: note})
+}
+
+func (r *doctorReport) fail(name, detail, fix string) {
+	r.add(doctorCheck{Name: name, Detail: detail, Fix: fix})
+}
+
+func (r *doctorReport) skip(name, reason string) {
+	r.add(doctorCheck{Name: name, Skipped: true, Detail: reason})
+}
+
+func (r *doctorReport) problems() int {
+	n := 0
+	for _, c := range r.checks {
+		if !c.OK && !c.Skipped {
+			n++
+		}
+	}
+	return n
+}
+
+// doctor holds what the checks found, for the checks after them.
+type doctor struct {
+	cfg *config
+	io  stdio
+	r   *doctorReport
+
+	badVars      map[string]bool // environment variables that did not parse
+	configErrs   []string
+	payrollBlock string // why the payroll checks cannot run ("" = they can)
+
+	led     *ledger.Ledger
+	ledErr  error
+	cl      *payroll.Client
+	noConn  string // why there is no payroll connection ("" = connected)
+	current string // the account's current company ("" = unknown)
+	rules   *mapping.Rules
+}
+
+func runDoctor(ctx context.Context, args []string, io stdio, env lookupEnv) error {
+	cfg, bad, loadErrs := loadConfigLenient(ctx, env)
+	var asJSON bool
+	fs := newFlagSet("doctor", "doctor [--json] [--rules FILE]", io)
+	cfg.apiFlags(fs)
+	fs.BoolVar(&asJSON, "json", false, "print the checks as JSON")
+	fs.StringVar(&cfg.Mapping, "rules", cfg.Mapping, "mapping rules file to check (PAYSYNC_MAPPING)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	d := &doctor{
+		cfg:        &cfg,
+		io:         io,
+		badVars:    bad,
+		configErrs: loadErrs,
+		r: &doctorReport{w: io.out, asJSON: asJSON,
+			secrets: []string{string(cfg.ClientSecret), string(cfg.RefreshToken)}},
+	}
+	defer func() {
+		if d.led != nil {
+			d.led.Close()
+		}
+	}()
+
+	d.checkConfig()
+	d.checkListener()
+	d.checkLedger(ctx)
+	d.checkBatches(ctx)
+	d.connect(ctx)
+	d.checkToken(ctx)
+	d.checkSchema(ctx)
+	d.checkCompany(ctx)
+	if cfg.Mapping != "" {
+		d.checkRules(ctx)
+	}
+	if cfg.NATSURL != "" {
+		d.checkNATS(ctx)
+	}
+	if cfg.Inbox != "" {
+		d.checkInbox()
+	}
+
+	if asJSON {
+		if err := writeJSON(io.out, d.r.checks); err != nil {
+			return err
+		}
+	}
+	if n := d.r.problems(); n > 0 {
+		return fmt.Errorf("doctor: %d problem(s)", n)
+	}
+	return nil
+}
+
+// ---- configuration ----
+
+var doctorEnvVarRe = regexp.MustCompile(`\b(?:PAYSYNC|NATS)_[A-Z_]+\b`)
+
+// doctorConfigVars returns the environment variables of config's fields.
+func doctorConfigVars() map[string]bool {
+	out := map[string]bool{}
+	t := reflect.TypeOf(config{})
+	for i := 0; i < t.NumField(); i++ {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("env"), ","); name != "" {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// loadConfigLenient is loadConfig that goes on past bad values: each
+// variable that does not parse is reported and left at its default, so
+// that the checks that do not depend on it can still run.
+func loadConfigLenient(ctx context.Context, env lookupEnv) (config, map[string]bool, []string) {
+	known := doctorConfigVars()
+	bad := map[string]bool{}
+	var errs []string
+	hide := func(k string) (string, bool) {
+		if bad[k] {
+			return "", false
+		}
+		return env(k)
+	}
+	for range len(known) + 1 {
+		cfg, err := loadConfig(ctx, hide)
+		if err == nil {
+			return cfg, bad, errs
+		}
+		msg := strings.TrimPrefix(err.Error(), "config: ")
+		errs = append(errs, msg)
+		name, _, _ := strings.Cut(msg, ":")
+		if !known[name] || bad[name] {
+			break
+		}
+		bad[name] = true
+	}
+	// Not attributable to one variable: keep what can be read as it is.
+	var cfg config
+	for k, p := range map[string]*string{"PAYSYNC_LEDGER": &cfg.Ledger, "PAYSYNC_TOKEN_FILE": &cfg.TokenFile,
+		"PAYSYNC_INBOX": &cfg.Inbox, "PAYSYNC_MAPPING": &cfg.Mapping} {
+		*p, _ = env(k)
+	}
+	bad["*"] = true
+	return cfg, bad, errs
+}
+
+// doctorVarGroup is the part of paysync a variable configures.
+func doctorVarGroup(v string) string {
+	switch {
+	case v == "*":
+		return "*"
+	case strings.HasPrefix(v, "NATS_"), strings.HasPrefix(v, "PAYSYNC_NATS_"):
+		return "nats"
+	case v == "PAYSYNC_INBOX", v == "PAYSYNC_SCHEDULE", v == "PAYSYNC_FILE_POLICY":
+		return "inbox"
+	case v == "PAYSYNC_HTTP_ADDR":
+		return "listener"
+	case v == "PAYSYNC_LEDGER":
+		return "ledger"
+	case v == "PAYSYNC_BATCH_LINGER", v == "PAYSYNC_RATE_LIMIT", v == "PAYSYNC_IN_FLIGHT", v == "PAYSYNC_SHUTDOWN_GRACE":
+		return "daemon"
+	}
+	return "payroll"
+}
+
+// blocked says which bad variable keeps the checks of group from running.
+func (d *doctor) blocked(group string) string {
+	var vs []string
+	for v := range d.badVars {
+		if g := doctorVarGroup(v); g == group || g == "*" {
+			if v == "*" {
+				v = "the configuration"
+			}
+			vs = append(vs, v)
+		}
+	}
+	if len(vs) == 0 {
+		return ""
+	}
+	sort.Strings(vs)
+	return strings.Join(vs, ", ") + " is invalid (see configuration)"
+}
+
+func (d *doctor) checkConfig() {
+	cfg := d.cfg
+	errs := d.configErrs
+	addVar := func(msg string) {
+		errs = append(errs, msg)
+		if v := doctorEnvVarRe.FindString(msg); v != "" && !d.badVars[v] {
+			d.badVars[v] = true
+		}
+	}
+	payrollOK := true
+	if err := cfg.validate(); err != nil {
+		addVar(strings.TrimPrefix(err.Error(), "config: "))
+		payrollOK = false
+	} else if _, err := cfg.payrollConfig(cfg.logger(io.Discard)); err != nil {
+		addVar(strings.TrimPrefix(err.Error(), "config: "))
+		payrollOK = false
+	}
+	// What paysync run checks before it starts.
+	if cfg.FilePolicy != "all-or-nothing" && cfg.FilePolicy != "partial" {
+		addVar(fmt.Sprintf("PAYSYNC_FILE_POLICY: %q is not all-or-nothing or partial", cfg.FilePolicy))
+	}
+	if cfg.BatchLinger < 0 {
+		addVar(fmt.Sprintf("PAYSYNC_BATCH_LINGER: %s is negative", cfg.BatchLinger))
+	}
+	if cfg.RateLimit <= 0 {
+		addVar(fmt.Sprintf("PAYSYNC_RATE_LIMIT: must be positive, got %v", cfg.RateLimit))
+	}
+	if cfg.InFlight < 1 {
+		addVar(fmt.Sprintf("PAYSYNC_IN_FLIGHT: must be at least 1, got %d", cfg.InFlight))
+	}
+	if cfg.ShutdownGrace <= 0 {
+		addVar(fmt.Sprintf("PAYSYNC_SHUTDOWN_GRACE: must be positive, got %s", cfg.ShutdownGrace))
+	}
+	if !payrollOK {
+		d.payrollBlock = "the payroll settings are invalid (see configuration)"
+	} else if why := d.blocked("payroll"); why != "" {
+		d.payrollBlock = why
+	}
+	if len(errs) > 0 {
+		var vars []string
+		seen := map[string]bool{}
+		for _, e := range errs {
+			if v := doctorEnvVarRe.FindString(e); v != "" && !seen[v] {
+				seen[v] = true
+				vars = append(vars, v)
+			}
+		}
+		fix := "correct the configuration (see README, Configuration)"
+		if len(vars) > 0 {
+			fix = "correct " + strings.Join(vars, ", ") + " (see README, Configuration; 'paysync sandbox' prints a working set to compare)"
+		}
+		d.r.fail("configuration", strings.Join(errs, "; "), fix)
+		return
+	}
+	secretSet := "not set"
+	if cfg.ClientSecret != "" {
+		secretSet = "set"
+	}
+	rt := "PAYSYNC_REFRESH_TOKEN not set (the stored token is used)"
+	if cfg.RefreshToken != "" {
+		rt = "refresh token fingerprint " + payroll.Fingerprint(string(cfg.RefreshToken))
+	}
+	auth := cfg.AuthURL
+	if auth == "" {
+		auth = cfg.PayrollURL
+	}
+	d.r.ok("configuration", fmt.Sprintf("payroll %s, auth %s (realm %s), client id %s, client secret %s, %s",
+		doctorRedactURLs(cfg.PayrollURL), doctorRedactURLs(auth), cfg.AuthRealm, cfg.ClientID, secretSet, rt))
+}
+
+func (d *doctor) checkListener() {
+	const name = "metrics listener"
+	if why := d.blocked("listener"); why != "" {
+		d.r.skip(name, why)
+		return
+	}
+	addr := d.cfg.HTTPAddr
+	if addr == "" {
+		d.r.ok(name, "off (PAYSYNC_HTTP_ADDR is empty): paysync run serves no /metrics, /healthz or /readyz")
+		return
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		d.r.fail(name, fmt.Sprintf("PAYSYNC_HTTP_ADDR %q is not host:port", addr), "set PAYSYNC_HTTP_ADDR to e.g. 127.0.0.1:9480 (empty: off)")
+		return
+	}
+	ip := net.ParseIP(host)
+	if host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		d.r.ok(name, "paysync run serves /metrics, /healthz and /readyz on "+addr+" (loopback)")
+		return
+	}
+	where := host
+	if host == "" || (ip != nil && ip.IsUnspecified()) {
+		where = "every interface"
+	}
+	d.r.warn(name, fmt.Sprintf("PAYSYNC_HTTP_ADDR %s is not on loopback: /metrics, /healthz and /readyz are reachable on %s", addr, where),
+		"use 127.0.0.1:"+port+" unless other machines are meant to scrape it (then keep it behind a firewall)")
+}
+
+// ---- ledger ----
+
+func (d *doctor) checkLedger(ctx context.Context) {
+	const name = "ledger"
+	path := d.cfg.ledgerPath()
+	_, statErr := os.Stat(path)
+	existed := statErr == nil
+	l, err := d.cfg.openLedger(ctx)
+	if err != nil {
+		d.ledErr = err
+		d.r.fail(name, err.Error(), doctorLedgerFix(err, path))
+		return
+	}
+	d.led = l
+	v, err := l.SchemaVersion(ctx)
+	if err != nil {
+		d.r.fail(name, fmt.Sprintf("%s: read schema version: %v", path, err), doctorLedgerFix(err, path))
+		return
+	}
+	ic, err := l.IntegrityCheck(ctx)
+	if err != nil {
+		d.r.fail(name, fmt.Sprintf("%s: integrity check: %v", path, err), doctorLedgerFix(err, path))
+		return
+	}
+	if ic != "ok" {
+		d.r.fail(name, fmt.Sprintf("%s: integrity check found: %s", path, ic),
+			"stop paysync, restore the ledger from a backup (or move it away to start a new one, which forgets what was sent)")
+		return
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		d.r.fail(name, err.Error(), "check PAYSYNC_LEDGER")
+		return
+	}
+	mode := fi.Mode().Perm()
+	if mode&0o077 != 0 || mode&0o600 != 0o600 {
+		d.r.fail(name, fmt.Sprintf("%s has mode %04o; it must be readable and writable by its owner only (it holds payroll credentials)", path, mode),
+			"chmod 600 "+path)
+		return
+	}
+	if err := l.CheckWritable(ctx); err != nil {
+		d.r.fail(name, err.Error(), doctorLedgerFix(err, path))
+		return
+	}
+	detail := fmt.Sprintf("%s: schema version %d, integrity ok, mode %04o, writable", path, v, mode)
+	if !existed {
+		d.r.warn(name, detail+"; it did not exist and was created now (new, empty)",
+			"if paysync has run on this machine before, PAYSYNC_LEDGER points at the wrong file: a new ledger does not know what was already sent")
+		return
+	}
+	d.r.ok(name, detail)
+}
+
+func doctorLedgerFix(err error, path string) string {
+	msg := err.Error()
+	switch {
+	case errors.Is(err, ledger.ErrCorrupt):
+		return "stop paysync, restore the ledger from a backup (or move it away to start a new one, which forgets what was sent)"
+	case errors.Is(err, ledger.ErrNewerSchema):
+		return "upgrade paysync to the version that wrote the ledger; never downgrade a ledger"
+	case errors.Is(err, ledger.ErrLocked):
+		return "another paysync process is writing to the ledger: try again when it is idle"
+	case strings.Contains(msg, "readable by others"):
+		return "chmod 600 " + path
+	case strings.Contains(msg, "does not exist"):
+		return "create the directory (mkdir -p " + filepath.Dir(path) + ") or correct PAYSYNC_LEDGER"
+	case strings.Contains(msg, "not writable"), strings.Contains(msg, "cannot write"):
+		return "let this user write the ledger and its directory (SQLite keeps its journal beside it), or correct PAYSYNC_LEDGER"
+	}
+	return "check PAYSYNC_LEDGER (" + path + ")"
+}
+
+func (d *doctor) checkBatches(ctx context.Context) {
+	const name = "ledger batches"
+	if d.led == nil {
+		d.r.skip(name, "the ledger did not open (see ledger)")
+		return
+	}
+	failed, err := d.led.ListBatches(ctx, ledger.BatchFilter{State: ledger.BatchFailed})
+	if err != nil {
+		d.r.fail(name, err.Error(), doctorLedgerFix(err, d.led.Path()))
+		return
+	}
+	pending, err := d.led.PendingPayParts(ctx)
+	if err != nil {
+		d.r.fail(name, err.Error(), doctorLedgerFix(err, d.led.Path()))
+		return
+	}
+	var unsettled int
+	for _, st := range []string{ledger.BatchSending, ledger.BatchReverting} {
+		bs, err := d.led.ListBatches(ctx, ledger.BatchFilter{State: st})
+		if err != nil {
+			d.r.fail(name, err.Error(), doctorLedgerFix(err, d.led.Path()))
+			return
+		}
+		unsettled += len(bs)
+	}
+	if len(failed) > 0 {
+		ids := make([]string, 0, len(failed))
+		for i, b := range failed {
+			if i == 10 {
+				ids = append(ids, "…")
+				break
+			}
+			ids = append(ids, fmt.Sprint(b.ID))
+		}
+		detail := fmt.Sprintf("%s failed: %s", doctorPlural(len(failed), "batch", "batches"), strings.Join(ids, ", "))
+		if last := failed[0].LastError; last != "" {
+			detail += fmt.Sprintf(" (batch %d: %s)", failed[0].ID, last)
+		}
+		detail += fmt.Sprintf("; %s committed and not yet sent", doctorPlural(pending, "pay part", "pay parts"))
+		d.r.fail(name, detail, fmt.Sprintf("see why with 'paysync batches --state failed' and 'paysync batches show %d'; once the cause is fixed the next 'paysync run' or import sends them again, or 'paysync revert %d' then 'paysync replay %d' maps their entries with the current rules",
+			failed[0].ID, failed[0].ID, failed[0].ID))
+		return
+	}
+	if pending > 0 || unsettled > 0 {
+		detail := fmt.Sprintf("no failed batches; %s committed and not yet sent", doctorPlural(pending, "pay part", "pay parts"))
+		if unsettled > 0 {
+			detail += fmt.Sprintf("; %s left sending or reverting (a crash, or a paysync at work)", doctorPlural(unsettled, "batch", "batches"))
+		}
+		d.r.warn(name, detail, "'paysync run' (or the next import, revert or replay) settles and sends them; 'paysync batches --state pending' lists them")
+		return
+	}
+	d.r.ok(name, "no failed batches, no pay parts waiting to be sent")
+}
+
+// ---- payroll ----
+
+// connect builds the payroll client with the token store paysync uses
+// (so that a rotated refresh token lands where the next run looks).
+func (d *doctor) connect(ctx context.Context) {
+	cfg := d.cfg
+	if d.payrollBlock != "" {
+		d.noConn = d.payrollBlock
+		return
+	}
+	var store payroll.TokenStore
+	if cfg.TokenFile == "" {
+		if d.led == nil {
+			d.noConn = "the refresh token is kept in the ledger, which did not open (see ledger)"
+			return
+		}
+		store = ledgerTokens{d.led}
+	} else {
+		store = &payroll.FileStore{Path: cfg.TokenFile}
+	}
+	pc, err := cfg.payrollConfig(cfg.logger(d.io.err))
+	if err != nil {
+		d.noConn = "the payroll settings are invalid (see configuration)"
+		return
+	}
+	pc.Store = store
+	if cfg.SchemaProbe {
+		// Read the server's own number types, to compare them with
+		// PAYSYNC_WIRE_NUMBERS.
+		pc.Schema.Numbers = 0
+	}
+	cl, err := payroll.New(pc)
+	if err != nil {
+		d.noConn = "the payroll settings are invalid: " + err.Error()
+		return
+	}
+	d.cl = cl
+}
+
+func (d *doctor) tokenStore() payroll.TokenStore {
+	if d.cfg.TokenFile == "" {
+		return ledgerTokens{d.led}
+	}
+	return &payroll.FileStore{Path: d.cfg.TokenFile}
+}
+
+func (d *doctor) tokenPlace() string {
+	if d.cfg.TokenFile == "" {
+		return "ledger " + d.led.Path()
+	}
+	return d.cfg.TokenFile
+}
+
+const doctorRevokedFix = "re-connect the payroll account (Danløn: Integrations → connect paysync), set PAYSYNC_REFRESH_TOKEN to the new refresh token, and run paysync doctor again"
+
+func (d *doctor) checkToken(ctx context.Context) {
+	const name = "payroll token"
+	if d.cl == nil {
+		d.r.skip(name, d.noConn)
+		return
+	}
+	cfg := d.cfg
+	store := d.tokenStore()
+	configured := payroll.Fingerprint(string(cfg.RefreshToken))
+	before, lerr := store.Load(ctx)
+	stored := ""
+	switch {
+	case lerr == nil:
+		stored = payroll.Fingerprint(before.RefreshToken)
+		d.r.secrets = append(d.r.secrets, before.RefreshToken, before.AccessToken)
+	case !errors.Is(lerr, payroll.ErrNoStoredToken):
+		d.r.fail(name, fmt.Sprintf("token store %s: %v", d.tokenPlace(), lerr), "check the token store (PAYSYNC_TOKEN_FILE or the ledger): it must be readable by this user")
+		d.cl, d.noConn = nil, "the token store cannot be read (see payroll token)"
+		return
+	}
+	var source string
+	switch {
+	case stored != "" && (configured == "" || before.Seed == configured):
+		source = "token store (rotated from the configured token)"
+	case configured != "":
+		source = "PAYSYNC_REFRESH_TOKEN"
+	default:
+		d.r.fail(name, "no refresh token: PAYSYNC_REFRESH_TOKEN is not set and none is stored in "+d.tokenPlace(),
+			"connect paysync to the payroll account and set PAYSYNC_REFRESH_TOKEN to the refresh token it gives")
+		d.cl, d.noConn = nil, "no refresh token (see payroll token)"
+		return
+	}
+	if _, err := d.cl.Tokens().Token(ctx); err != nil {
+		msg, revoked := doctorTokenError(err)
+		if revoked {
+			d.r.fail(name, "connection revoked: the refresh token was refused ("+msg+")", doctorRevokedFix)
+			d.cl, d.noConn = nil, "the connection is revoked (see payroll token)"
+			return
+		}
+		d.r.fail(name, "refresh failed: "+msg,
+			"check PAYSYNC_AUTH_URL, PAYSYNC_AUTH_REALM, PAYSYNC_CLIENT_ID, PAYSYNC_CLIENT_SECRET and that the auth server is reachable")
+		d.cl, d.noConn = nil, "no access token (see payroll token)"
+		return
+	}
+	// An access token taken from the store proves little: one call shows
+	// the server accepts it (and refreshes when it does not).
+	cur, err := d.cl.CurrentCompany(ctx)
+	if errors.Is(err, payroll.ErrRevoked) {
+		d.r.fail(name, "connection revoked: "+err.Error(), doctorRevokedFix)
+		d.cl, d.noConn = nil, "the connection is revoked (see payroll token)"
+		return
+	}
+	d.current = cur
+	after, aerr := store.Load(ctx)
+	if aerr == nil {
+		d.r.secrets = append(d.r.secrets, after.RefreshToken, after.AccessToken)
+	}
+	parts := []string{"refresh token from " + source}
+	refreshed := d.cl.Tokens().Refreshes() > 0
+	newFP := ""
+	if aerr == nil {
+		newFP = payroll.Fingerprint(after.RefreshToken)
+	}
+	switch {
+	case !refreshed:
+		parts = append(parts, fmt.Sprintf("stored access token still valid, no refresh needed (refresh token fingerprint %s)", stored))
+	default:
+		spent := stored
+		if spent == "" || (configured != "" && before.Seed != configured) {
+			spent = configured // the configured token was the one used
+		}
+		if newFP != spent {
+			parts = append(parts, fmt.Sprintf("refreshed and rotated: fingerprint %s → %s, saved in %s", spent, newFP, d.tokenPlace()))
+		} else {
+			parts = append(parts, fmt.Sprintf("refreshed, not rotated (fingerprint %s, kept in %s)", newFP, d.tokenPlace()))
+		}
+	}
+	if exp, ok := d.cl.Tokens().Current(); ok {
+		parts = append(parts, fmt.Sprintf("access token valid until %s (%s)", exp.UTC().Format(time.RFC3339), time.Until(exp).Round(time.Second)))
+	}
+	if configured != "" && stored != "" && before.Seed != configured {
+		parts = append(parts, "PAYSYNC_REFRESH_TOKEN differs from the one the stored token descends from: it replaced it (a re-connect)")
+	}
+	d.r.ok(name, strings.Join(parts, "; "))
+}
+
+// doctorTokenError describes a failed refresh without the server's raw answer,
+// and says whether the refresh token was refused (the connection revoked).
+func doctorTokenError(err error) (string, bool) {
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) {
+		status := 0
+		if re.Response != nil {
+			status = re.Response.StatusCode
+		}
+		what := strings.TrimSpace(re.ErrorCode + " " + re.ErrorDescription)
+		if what == "" {
+			what = fmt.Sprintf("HTTP %d", status)
+		}
+		return "token endpoint: " + what, re.ErrorCode == "invalid_grant"
+	}
+	if errors.Is(err, payroll.ErrRevoked) {
+		return err.Error(), true
+	}
+	return err.Error(), false
+}
+
+func (d *doctor) checkSchema(ctx context.Context) {
+	const name = "schema"
+	if d.cl == nil {
+		d.r.skip(name, "no payroll connection: "+d.noConn)
+		return
+	}
+	cfg := d.cfg
+	s, err := d.cl.Schema(ctx)
+	if err != nil {
+		d.r.fail(name, "schema probe failed: "+err.Error(),
+			"if the server disables introspection, set PAYSYNC_SCHEMA_PROBE=false and PAYSYNC_WIRE_NUMBERS=float or int")
+		return
+	}
+	detail := fmt.Sprintf("%s; input type %s; id arguments %s, %s", s.Describe(), s.InputTypeName, s.CreateCompanyID, s.PayPartIDsType)
+	if cfg.InputType != "" || cfg.IDType != "" {
+		detail += " (with PAYSYNC_INPUT_TYPE / PAYSYNC_ID_TYPE overrides)"
+	}
+	if !cfg.SchemaProbe {
+		d.r.warn(name, detail, "PAYSYNC_SCHEMA_PROBE=false: these are the spec's defaults with PAYSYNC_WIRE_NUMBERS="+cfg.WireNumbers+", not verified against the server")
+		return
+	}
+	if cfg.WireNumbers != "auto" {
+		want, _ := payroll.ParseNumberKind(cfg.WireNumbers)
+		var differ []string
+		for _, f := range paysync.Fields {
+			for _, m := range []map[paysync.Field]payroll.Encoding{s.In, s.Out} {
+				if e, ok := m[f]; ok && e.Kind != want {
+					differ = append(differ, fmt.Sprintf("%s is %s", f, e.Kind))
+					break
+				}
+			}
+		}
+		if len(differ) > 0 {
+			d.r.fail(name, fmt.Sprintf("PAYSYNC_WIRE_NUMBERS=%s disagrees with the server: %s (%s)", cfg.WireNumbers, strings.Join(differ, ", "), detail),
+				"unset PAYSYNC_WIRE_NUMBERS (auto: take the probe's types), or set it to what the server says")
+			return
+		}
+		detail += "; PAYSYNC_WIRE_NUMBERS=" + cfg.WireNumbers + " agrees"
+	}
+	d.r.ok(name, detail)
+}
+
+// companies returns the names of the visible companies by id, and a
+// list "ID (Name)" for messages.
+func (d *doctor) companies(ctx context.Context) (map[string]string, []string, error) {
+	cs, err := d.cl.Companies(ctx, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	names := map[string]string{}
+	var list []string
+	for _, c := range cs {
+		names[c.ID] = c.Name
+		list = append(list, fmt.Sprintf("%s (%s)", c.ID, c.Name))
+	}
+	return names, list, nil
+}
+
+func (d *doctor) checkCompany(ctx context.Context) {
+	const name = "company"
+	if d.cl == nil {
+		d.r.skip(name, "no payroll connection: "+d.noConn)
+		return
+	}
+	id, how := d.cfg.CompanyID, "PAYSYNC_COMPANY_ID"
+	if id == "" {
+		id, how = d.current, "the account's current company"
+		if id == "" {
+			cur, err := d.cl.CurrentCompany(ctx)
+			if err != nil {
+				d.r.fail(name, "find the current company: "+err.Error(), "set PAYSYNC_COMPANY_ID, or choose a current company in the payroll system")
+				return
+			}
+			id, d.current = cur, cur
+		}
+	}
+	co, err := d.cl.Company(ctx, id)
+	if errors.Is(err, payroll.ErrCompanyNotFound) {
+		fix := "set PAYSYNC_COMPANY_ID to a company the account can see"
+		if _, list, lerr := d.companies(ctx); lerr == nil && len(list) > 0 {
+			fix += ": " + strings.Join(list, ", ")
+		}
+		d.r.fail(name, fmt.Sprintf("company %s (%s) is not visible to this payroll account", id, how), fix)
+		return
+	}
+	if err != nil {
+		d.r.fail(name, fmt.Sprintf("company %s: %v", id, err), "check the payroll connection and PAYSYNC_COMPANY_ID")
+		return
+	}
+	if len(co.Employees) == 0 {
+		d.r.fail(name, fmt.Sprintf("%s (%s, %s) has no employees: nothing can be paid", co.Name, co.ID, how),
+			"set PAYSYNC_COMPANY_ID to the company that pays these people, or add the employees in the payroll system")
+		return
+	}
+	d.r.ok(name, fmt.Sprintf("%s (%s, %s): %d employees", co.Name, co.ID, how, len(co.Employees)))
+}
+
+// ---- rules ----
+
+func (d *doctor) checkRules(ctx context.Context) {
+	const name, coName, empName = "rules", "rules company", "rules employees"
+	path := d.cfg.Mapping
+	rules, err := loadRulesFile(path)
+	if err != nil {
+		msg := strings.ReplaceAll(strings.TrimPrefix(err.Error(), "rules: "), "\npaysync: rules: ", "; ")
+		d.r.fail(name, msg, "correct the rules file (each problem names its line; deploy/examples/rules.yaml is a commented example)")
+		d.r.skip(coName, "the rules file does not load")
+		d.r.skip(empName, "the rules file does not load")
+		return
+	}
+	d.rules = rules
+	codes := []string{}
+	seen := map[string]bool{}
+	for _, r := range rules.Rules {
+		if !seen[r.Code] {
+			seen[r.Code] = true
+			codes = append(codes, r.Code)
+		}
+	}
+	loaded := fmt.Sprintf("%s: %d rules", path, len(rules.Rules))
+	if d.cl == nil {
+		d.r.warn(name, loaded+" load; pay codes not checked", "no payroll connection: "+d.noConn)
+		d.r.skip(coName, "no payroll connection: "+d.noConn)
+		d.r.skip(empName, "no payroll connection: "+d.noConn)
+		return
+	}
+	meta, err := d.cl.PayPartsMeta(ctx)
+	switch {
+	case err != nil:
+		d.r.fail(name, loaded+" load; pay_parts_meta: "+err.Error(), "check the payroll connection")
+	default:
+		known := map[string]bool{}
+		var all []string
+		for _, m := range meta {
+			known[m.Code] = true
+			all = append(all, m.Code)
+		}
+		var unknown []string
+		for _, r := range rules.Rules {
+			if !known[r.Code] {
+				unknown = append(unknown, fmt.Sprintf("%s:%d: rule %q: code %q", path, r.Line, r.Name, r.Code))
+			}
+		}
+		if len(unknown) > 0 {
+			d.r.fail(name, fmt.Sprintf("%s a pay code not in pay_parts_meta: %s", doctorPlural(len(unknown), "rule uses", "rules use"), strings.Join(unknown, "; ")),
+				"use one of the codes of 'paysync meta': "+strings.Join(all, ", "))
+		} else {
+			d.r.ok(name, fmt.Sprintf("%s load; codes %s all in pay_parts_meta", loaded, strings.Join(codes, ", ")))
+		}
+	}
+
+	// The rules file's company.
+	names, list, err := d.companies(ctx)
+	if err != nil {
+		d.r.fail(coName, "list companies: "+err.Error(), "check the payroll connection")
+		d.r.skip(empName, "the companies could not be listed")
+		return
+	}
+	target := d.cfg.CompanyID
+	switch {
+	case rules.Company == "":
+		if target == "" {
+			target = d.current
+		}
+		d.r.ok(coName, fmt.Sprintf("none in the rules file: entries without company_id go to %s (%s)", target, names[target]))
+	case names[rules.Company] == "":
+		d.r.fail(coName, fmt.Sprintf("%s: company %s is not visible to this payroll account", path, rules.Company),
+			"set company: in the rules file to one of "+strings.Join(list, ", "))
+		if target == "" {
+			d.r.skip(empName, "the rules file's company is not visible")
+			return
+		}
+	case target != "" && target != rules.Company:
+		d.r.warn(coName, fmt.Sprintf("%s (%s) is visible, but PAYSYNC_COMPANY_ID=%s overrides it", rules.Company, names[rules.Company], target),
+			"unset PAYSYNC_COMPANY_ID if entries without company_id should go to the rules file's company")
+	default:
+		target = rules.Company
+		d.r.ok(coName, fmt.Sprintf("%s (%s) is visible to the account", rules.Company, names[rules.Company]))
+	}
+	if target == "" {
+		target = d.current
+	}
+
+	// The employee tables.
+	type ref struct{ table, key, id string }
+	var refs []ref
+	for _, t := range []struct {
+		name string
+		m    map[string]string
+	}{{"by_number", rules.Employees.ByNumber}, {"by_email", rules.Employees.ByEmail}, {"by_name", rules.Employees.ByName}} {
+		for k, id := range t.m {
+			refs = append(refs, ref{t.name, k, id})
+		}
+	}
+	if len(refs) == 0 {
+		d.r.ok(empName, "no employee tables in the rules file")
+		return
+	}
+	if target == "" {
+		d.r.skip(empName, "no company to check them against (set PAYSYNC_COMPANY_ID)")
+		return
+	}
+	co, err := d.cl.Company(ctx, target)
+	if err != nil {
+		d.r.fail(empName, fmt.Sprintf("employees of %s: %v", target, err), "check the company (see company)")
+		return
+	}
+	emps := map[string]bool{}
+	for _, e := range co.Employees {
+		emps[e.ID] = true
+	}
+	var unknown []string
+	ids := map[string]bool{}
+	for _, r := range refs {
+		ids[r.id] = true
+		if !emps[r.id] {
+			unknown = append(unknown, fmt.Sprintf("%s %s → %s", r.table, r.key, r.id))
+		}
+	}
+	sort.Strings(unknown)
+	if len(unknown) > 0 {
+		d.r.fail(empName, fmt.Sprintf("%s: %s no employee of %s (%s): %s", path, doctorPlural(len(unknown), "employee table entry names", "employee table entries name"), co.Name, co.ID, strings.Join(unknown, "; ")),
+			fmt.Sprintf("correct the ids ('paysync employees --company %s' lists the employees)", co.ID))
+		return
+	}
+	d.r.ok(empName, fmt.Sprintf("%d table entries, %d distinct ids, all employees of %s (%s)", len(refs), len(ids), co.Name, co.ID))
+}
+
+// ---- NATS ----
+
+type doctorSink struct{}
+
+func (doctorSink) Commit(context.Context, stream.Message) (stream.Outcome, error) {
+	return 0, errors.New("doctor: no commits")
+}
+
+func (d *doctor) checkNATS(ctx context.Context) {
+	const name, stName, coName = "nats", "nats stream", "nats consumer"
+	cfg := d.cfg
+	skipRest := func(why string) {
+		d.r.skip(stName, why)
+		d.r.skip(coName, why)
+	}
+	if why := d.blocked("nats"); why != "" {
+		d.r.skip(name, why)
+		skipRest(why)
+		return
+	}
+	url := doctorRedactURLs(cfg.NATSURL)
+	scfg := stream.Config{URL: cfg.NATSURL, CredsFile: cfg.NATSCreds, NKeySeedFile: cfg.NATSNKey, CAFile: cfg.NATSCA, CertFile: cfg.NATSCert, KeyFile: cfg.NATSKey,
+		Stream: cfg.NATSStream, Subjects: []string{cfg.NATSSubject}, Durable: cfg.NATSDurable, DeadLetter: cfg.NATSDeadLetter, Bind: cfg.NATSBind,
+		AckWait: cfg.NATSAckWait, Name: "paysync doctor"}
+	if _, err := stream.New(scfg, doctorSink{}); err != nil {
+		d.r.fail(name, err.Error(), "correct the NATS settings (NATS_*, PAYSYNC_NATS_*)")
+		skipRest("the NATS settings are invalid")
+		return
+	}
+	nc, err := stream.Connect(scfg)
+	if err != nil {
+		d.r.fail(name, err.Error(), "check NATS_URL, NATS_CREDS / NATS_NKEY_SEED and NATS_CA / NATS_CERT / NATS_KEY")
+		skipRest("not connected")
+		return
+	}
+	defer nc.Close()
+	deadline := time.Now().Add(doctorNATSWait)
+	for !nc.IsConnected() && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(25 * time.Millisecond)
+	}
+	if !nc.IsConnected() {
+		detail := fmt.Sprintf("%s: not connected within %s", url, doctorNATSWait)
+		if err := nc.LastError(); err != nil {
+			detail += ": " + doctorRedactURLs(err.Error())
+		}
+		d.r.fail(name, detail, "check NATS_URL, that nats-server runs with JetStream (-js) and is reachable from here, and the credentials and TLS settings")
+		skipRest("not connected")
+		return
+	}
+	d.r.ok(name, fmt.Sprintf("connected to %s (server %s)", doctorRedactURLs(nc.ConnectedUrlRedacted()), nc.ConnectedServerVersion()))
+
+	cctx, cancel := context.WithTimeout(ctx, doctorNATSWait)
+	defer cancel()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		d.r.fail(stName, err.Error(), "check the NATS server")
+		d.r.skip(coName, "no JetStream")
+		return
+	}
+	st, err := js.Stream(cctx, cfg.NATSStream)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound) && cfg.NATSBind:
+		d.r.fail(stName, fmt.Sprintf("stream %s does not exist, and with PAYSYNC_NATS_BIND=true paysync does not create it", cfg.NATSStream),
+			fmt.Sprintf("create it (nats stream add %s --subjects '%s' --storage file --retention work --dupe-window 2m) or correct PAYSYNC_NATS_STREAM", cfg.NATSStream, cfg.NATSSubject))
+		d.r.skip(coName, "the stream does not exist")
+		return
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		d.r.warn(stName, fmt.Sprintf("stream %s does not exist yet", cfg.NATSStream),
+			fmt.Sprintf("paysync run will create it (subjects %s, file storage, work queue, 2 min duplicate window)", cfg.NATSSubject))
+		d.r.warn(coName, fmt.Sprintf("consumer %s does not exist yet", cfg.NATSDurable), "paysync run will create it with the stream")
+		return
+	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
+		d.r.fail(stName, "JetStream is not enabled: "+err.Error(), "enable JetStream on the server (nats-server -js) and for the account")
+		d.r.skip(coName, "no JetStream")
+		return
+	case err != nil:
+		d.r.fail(stName, fmt.Sprintf("stream %s: %v", cfg.NATSStream, err), "check the NATS server and the account's JetStream permissions")
+		d.r.skip(coName, "the stream could not be read")
+		return
+	}
+	info := st.CachedInfo()
+	stDetail := fmt.Sprintf("%s: subjects %s, %d message(s), %s retention, %s storage", cfg.NATSStream, strings.Join(info.Config.Subjects, " "),
+		info.State.Msgs, info.Config.Retention, info.Config.Storage)
+	if owner, err := js.StreamNameBySubject(cctx, cfg.NATSDeadLetter); err == nil && owner == cfg.NATSStream {
+		d.r.fail(stName, stDetail+fmt.Sprintf("; it captures the dead-letter subject %s: dead letters would be consumed again", cfg.NATSDeadLetter),
+			"set PAYSYNC_NATS_DEAD_LETTER to a subject outside the stream's subjects")
+	} else {
+		d.r.ok(stName, stDetail)
+	}
+
+	cons, err := js.Consumer(cctx, cfg.NATSStream, cfg.NATSDurable)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound) && cfg.NATSBind:
+		d.r.fail(coName, fmt.Sprintf("consumer %s of stream %s does not exist, and with PAYSYNC_NATS_BIND=true paysync does not create it", cfg.NATSDurable, cfg.NATSStream),
+			fmt.Sprintf("create a durable pull consumer %s with explicit acks on %s, or correct PAYSYNC_NATS_DURABLE", cfg.NATSDurable, cfg.NATSStream))
+		return
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		d.r.warn(coName, fmt.Sprintf("consumer %s does not exist yet", cfg.NATSDurable), "paysync run will create it")
+		return
+	case err != nil:
+		d.r.fail(coName, fmt.Sprintf("consumer %s: %v", cfg.NATSDurable, err), "check the NATS server and the account's JetStream permissions")
+		return
+	}
+	ci, err := cons.Info(cctx)
+	if err != nil {
+		d.r.fail(coName, fmt.Sprintf("consumer %s: %v", cfg.NATSDurable, err), "check the NATS server")
+		return
+	}
+	detail := fmt.Sprintf("%s: %d pending (%d not yet delivered, %d unacknowledged), ack wait %s", cfg.NATSDurable,
+		ci.NumPending+uint64(max(ci.NumAckPending, 0)), ci.NumPending, ci.NumAckPending, ci.Config.AckWait)
+	if ci.Config.AckPolicy != jetstream.AckExplicitPolicy {
+		d.r.fail(coName, detail+fmt.Sprintf("; ack policy %v, paysync needs explicit acks", ci.Config.AckPolicy),
+			"delete the consumer (paysync run re-creates it) or give it explicit acks")
+		return
+	}
+	d.r.ok(coName, detail)
+}
+
+// doctorRedactURLs hides user:password (or a token) in URLs.
+func doctorRedactURLs(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if at := strings.LastIndex(p, "@"); at >= 0 {
+			scheme := ""
+			if j := strings.Index(p, "://"); j >= 0 && j < at {
+				scheme = p[:j+3]
+			}
+			p = scheme + "***" + p[at:]
+		}
+		parts[i] = p
+	}
+	return strings.Join(parts, ",")
+}
+
+// ---- inbox ----
+
+type doctorImporter struct{}
+
+func (doctorImporter) Import(context.Context, string, string, []byte) (worker.Report, error) {
+	return worker.Report{}, errors.New("doctor: no imports")
+}
+
+// doctorWritable creates and removes a hidden temporary file in dir (one the
+// inbox never takes).
+func doctorWritable(dir string) error {
+	f, err := os.CreateTemp(dir, ".paysync-doctor-*.tmp")
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return pe.Err
+		}
+		return err
+	}
+	name := f.Name()
+	f.Close()
+	return os.Remove(name)
+}
+
+func (d *doctor) checkInbox() {
+	const name = "inbox"
+	dir, err := filepath.Abs(d.cfg.Inbox)
+	if err != nil {
+		d.r.fail(name, "PAYSYNC_INBOX: "+err.Error(), "set PAYSYNC_INBOX to a folder")
+		return
+	}
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		d.r.fail(name, fmt.Sprintf("PAYSYNC_INBOX %s does not exist", dir), fmt.Sprintf("create it (mkdir -p %s) or correct PAYSYNC_INBOX; paysync run does not create it", dir))
+		return
+	case err != nil:
+		d.r.fail(name, "PAYSYNC_INBOX: "+err.Error(), "let this user read the folder, or correct PAYSYNC_INBOX")
+		return
+	case !fi.IsDir():
+		d.r.fail(name, fmt.Sprintf("PAYSYNC_INBOX %s is not a directory (it is a %s)", dir, doctorFileKind(fi)), "point PAYSYNC_INBOX at a folder")
+		return
+	}
+	if err := doctorWritable(dir); err != nil {
+		d.r.fail(name, fmt.Sprintf("%s is not writable: %v", dir, err),
+			"let the paysync user create files there (it moves files to processed/ and failed/ and writes reports)")
+		return
+	}
+	var subs []string
+	for _, sub := range []string{inbox.ProcessedDir, inbox.FailedDir} {
+		p := filepath.Join(dir, sub)
+		fi, err := os.Lstat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			subs = append(subs, sub+"/ created on first use")
+			continue
+		case err != nil:
+			d.r.fail(name, fmt.Sprintf("%s: %v", p, err), "let the paysync user use "+p)
+			return
+		case !fi.IsDir():
+			d.r.fail(name, fmt.Sprintf("%s is not a directory (it is a %s)", p, doctorFileKind(fi)), "move it away: paysync keeps "+sub+" files in a real directory inside the inbox")
+			return
+		}
+		if err := doctorWritable(p); err != nil {
+			d.r.fail(name, fmt.Sprintf("%s is not writable: %v", p, err), "let the paysync user create files in "+p)
+			return
+		}
+		subs = append(subs, sub+"/ writable")
+	}
+	// The schedule and policy, as paysync run reads them: validated on a
+	// scratch folder, so that nothing is created in the real inbox.
+	if scratch, err := os.MkdirTemp("", "paysync-doctor-"); err == nil {
+		// (A bad PAYSYNC_FILE_POLICY is reported under configuration.)
+		_, ierr := inbox.New(inbox.Config{Dir: scratch, Schedule: d.cfg.Schedule}, doctorImporter{})
+		os.RemoveAll(scratch)
+		if ierr != nil {
+			d.r.fail(name, ierr.Error(), "correct PAYSYNC_SCHEDULE (e.g. '@every 1m', '0 6 * * 1-5', 'CRON_TZ=Europe/Copenhagen 0 6 * * *')")
+			return
+		}
+	}
+	d.r.ok(name, fmt.Sprintf("%s: writable; %s; schedule %s", dir, strings.Join(subs, ", "), d.cfg.Schedule))
+}
+
+// doctorPlural returns "1 thing" or "n things".
+func doctorPlural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+func doctorFileKind(fi fs.FileInfo) string {
+	switch {
+	case fi.Mode().IsRegular():
+		return "file"
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return "symbolic link"
+	case fi.IsDir():
+		return "directory"
+	}
+	return "special file"
+}
