@@ -1,0 +1,2 @@
+// Package deploy holds paysync's deployment files; its tests validate them.
+package deploy
