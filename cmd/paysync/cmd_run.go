@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -130,6 +131,17 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 		return err
 	}
 	defer s.Close()
+	// A replica sends only for the companies its NATS filter takes: refuse
+	// before anything, recovery included, talks to payroll (docs/scaling.md).
+	if cfg.NATSURL != "" {
+		companies, err := s.led.CompaniesWithWork(ctx)
+		if err != nil {
+			return err
+		}
+		if err := checkOwnership(ctx, companies, cmp.Or(cfg.NATSFilter, cfg.NATSSubject)); err != nil {
+			return err
+		}
+	}
 
 	d := s.deliverer(io)
 	d.Log = log
