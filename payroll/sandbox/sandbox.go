@@ -102,6 +102,14 @@ type Options struct {
 	// fault with a Probability fires, so runs are reproducible; 0 means 1.
 	Seed int64
 	Now  func() time.Time // clock for token expiry; default time.Now
+	// ExtraCompanies adds that many generated companies owned by the
+	// fixture user (see LoadCompanyID), each with ExtraEmployees
+	// employees (default 4): load tests spread entries over them.
+	ExtraCompanies, ExtraEmployees int
+	// OnCreate, when set, is called after every successful
+	// create_pay_parts with the company and the pay parts created (the
+	// load tool times publish → created with it). It must not block.
+	OnCreate func(companyID string, created []paysync.PayPart)
 }
 
 // reservedTypeNames are the schema's own type names, which InputTypeName
@@ -143,6 +151,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Seed == 0 {
 		o.Seed = 1
+	}
+	if o.ExtraCompanies > 0 && o.ExtraEmployees <= 0 {
+		o.ExtraEmployees = 4
 	}
 	return o
 }
@@ -199,13 +210,14 @@ func New(opts Options) *Server {
 	opts.Faults = mustValidFaults(opts.Faults)
 	s := &Server{
 		opts:     opts,
-		st:       newStore(opts.Username),
+		st:       newStore(opts.Username, opts.ExtraCompanies, opts.ExtraEmployees),
 		auth:     newAuthority(opts),
 		counters: newCounters(),
 		faults:   slices.Clone(opts.Faults),
 		rng:      newFaultRand(opts.Seed),
 		closing:  make(chan struct{}),
 	}
+	s.st.onCreate = opts.OnCreate
 	s.schema = newSchema(s.st, opts, execTracer{})
 
 	mux := http.NewServeMux()
@@ -300,6 +312,18 @@ func (s *Server) State() State {
 	s.cmu.Lock()
 	defer s.cmu.Unlock()
 	return State{Companies: cs, Counters: s.counters.clone()}
+}
+
+// PayPartCount returns how many pay parts all companies hold, cheaply
+// (State copies every one).
+func (s *Server) PayPartCount() int {
+	s.st.mu.RLock()
+	defer s.st.mu.RUnlock()
+	n := 0
+	for _, c := range s.st.companies {
+		n += len(c.payParts)
+	}
+	return n
 }
 
 // SeedPayPart creates a pay part directly, as if typed into payroll by

@@ -198,6 +198,9 @@ func (r *schemaRoot[N, R]) CreatePayParts(ctx context.Context, args struct {
 	if err != nil {
 		return nil, err
 	}
+	if r.st.onCreate != nil {
+		r.st.onCreate(string(args.CompanyID), created)
+	}
 	return r.payPartList(string(args.CompanyID), created), nil
 }
 

@@ -90,10 +90,31 @@ type store struct {
 	companies []*company
 	meta      []paysync.PayPartMeta
 	seq       int // global pay part sequence
+	onCreate  func(companyID string, created []paysync.PayPart)
 }
 
-func newStore(fixtureUser string) *store {
-	return &store{companies: fixtureCompanies(fixtureUser), meta: FixtureMeta()}
+func newStore(fixtureUser string, extra, employees int) *store {
+	cs := fixtureCompanies(fixtureUser)
+	for i := 1; i <= extra; i++ {
+		c := &company{id: LoadCompanyID(i), name: "Load company " + strconv.Itoa(i), owner: fixtureUser}
+		for j := 1; j <= employees; j++ {
+			c.employees = append(c.employees, paysync.Employee{ID: LoadEmployeeID(i, j), Name: fmt.Sprintf("Load employee %d.%d", i, j)})
+		}
+		cs = append(cs, c)
+	}
+	return &store{companies: cs, meta: FixtureMeta()}
+}
+
+// LoadCompanyID is the id of generated company i (1-based, see
+// Options.ExtraCompanies): base64 of "2_i".
+func LoadCompanyID(i int) string {
+	return base64.StdEncoding.EncodeToString([]byte("2_" + strconv.Itoa(i)))
+}
+
+// LoadEmployeeID is the id of employee j of generated company i: base64
+// of "2_i_j".
+func LoadEmployeeID(i, j int) string {
+	return base64.StdEncoding.EncodeToString([]byte("2_" + strconv.Itoa(i) + "_" + strconv.Itoa(j)))
 }
 
 // errNotFound is wrapped by lookups of unknown or invisible companies.

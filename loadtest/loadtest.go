@@ -1,0 +1,458 @@
+// Package loadtest measures paysync end to end on one machine, offline: it
+// starts an embedded NATS JetStream server and the payroll sandbox in this
+// process, runs the real paysync binary beside them (`paysync run` for
+// NATS, `paysync import` for files), feeds it entries, waits until every
+// pay part exists in the sandbox, and reports throughput, API calls per
+// pay part, publish → created latency, and paysync's own peak RSS and CPU
+// seconds (from the kernel's rusage of the child process).
+//
+// cmd/paysync-load is its command line; BENCHMARKS.md has the figures.
+package loadtest
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/paysync/paysync"
+	"github.com/paysync/paysync/payroll/sandbox"
+
+	_ "modernc.org/sqlite" // reading the ledger after a run
+)
+
+// Config is one load run.
+type Config struct {
+	Paysync   string        // the paysync binary
+	WorkDir   string        // ledger, NATS store, CSV file (a temporary directory if empty)
+	Entries   int           // NATS entries to publish (0: skip the NATS run)
+	Companies int           // companies the entries are spread over
+	Batch     int           // PAYSYNC_BATCH_SIZE
+	InFlight  int           // PAYSYNC_IN_FLIGHT
+	Linger    time.Duration // PAYSYNC_BATCH_LINGER
+	Latency   time.Duration // added to every create_pay_parts call by the sandbox
+	RateLimit float64       // PAYSYNC_RATE_LIMIT (calls/s)
+	// Backlog publishes every entry before paysync starts (a consumer
+	// lagging behind), instead of while it runs.
+	Backlog  bool
+	CSVLines int // lines of the CSV import run (0: skip)
+	Trickle  int // single entries published one at a time (0: skip)
+	// Profile, when set, is a file for a CPU profile of paysync taken over
+	// the first ProfileFor of the NATS run (PAYSYNC_PPROF).
+	Profile    string
+	ProfileFor time.Duration
+	Progress   io.Writer // progress lines (nil: none)
+	// Env is added to paysync's environment (e.g. GOMAXPROCS, GOGC).
+	Env []string
+}
+
+func (c *Config) defaults() {
+	if c.Companies <= 0 {
+		c.Companies = 4
+	}
+	if c.Batch <= 0 {
+		c.Batch = 100
+	}
+	if c.InFlight <= 0 {
+		c.InFlight = 4
+	}
+	if c.Linger <= 0 {
+		c.Linger = 200 * time.Millisecond
+	}
+	if c.RateLimit <= 0 {
+		c.RateLimit = 100000
+	}
+	if c.ProfileFor <= 0 {
+		c.ProfileFor = 10 * time.Second
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+}
+
+// Result is what one scenario measured.
+type Result struct {
+	Scenario       string         `json:"scenario"` // nats, nats-backlog, csv, trickle
+	Entries        int            `json:"entries"`
+	PayParts       int            `json:"pay_parts"`
+	Seconds        float64        `json:"seconds"` // first publish (or start) → last pay part created
+	EntriesPerSec  float64        `json:"entries_per_sec"`
+	PayPartsPerSec float64        `json:"pay_parts_per_sec"`
+	CreateCalls    int            `json:"create_calls"`
+	APICalls       int            `json:"api_calls"` // every GraphQL request, start-up reads included
+	CallsByOp      map[string]int `json:"calls_by_op"`
+	// CreateCallsPerPayPart is 1/batch size when every batch is full.
+	CreateCallsPerPayPart float64 `json:"create_calls_per_pay_part"`
+	APICallsPerPayPart    float64 `json:"api_calls_per_pay_part"`
+	LatencyP50Ms          float64 `json:"latency_p50_ms,omitempty"` // publish → created
+	LatencyP99Ms          float64 `json:"latency_p99_ms,omitempty"`
+	LatencyMaxMs          float64 `json:"latency_max_ms,omitempty"`
+	// BoundMs is what the trickle latency is held to: linger + one API
+	// round trip (measured before the run).
+	BoundMs        float64 `json:"bound_ms,omitempty"`
+	RoundTripMs    float64 `json:"round_trip_ms,omitempty"`
+	PublishSeconds float64 `json:"publish_seconds,omitempty"`
+	PeakRSSMiB     float64 `json:"peak_rss_mib"` // paysync's, from rusage
+	CPUSeconds     float64 `json:"cpu_seconds"`  // paysync's user + system
+	CPUPerSec      float64 `json:"cpu_per_sec"`  // cores paysync kept busy
+	// Ceiling is the throughput the added latency allows (in flight ×
+	// batch / latency), when there is added latency.
+	Ceiling  float64 `json:"ceiling_pay_parts_per_sec,omitempty"`
+	Batch    int     `json:"batch"`
+	InFlight int     `json:"in_flight"`
+	LingerMs float64 `json:"linger_ms"`
+	AddedMs  float64 `json:"added_latency_ms"`
+}
+
+// Report is a whole run.
+type Report struct {
+	Version   string    `json:"version"`
+	GoMaxProc int       `json:"gomaxprocs"`
+	CPUs      int       `json:"cpus"`
+	At        time.Time `json:"at"`
+	Results   []Result  `json:"results"`
+}
+
+// Run runs the scenarios cfg asks for.
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	cfg.defaults()
+	rep := Report{Version: paysync.Version(), At: time.Now().UTC()}
+	if cfg.Paysync == "" {
+		return rep, errors.New("loadtest: the paysync binary is required")
+	}
+	if cfg.WorkDir == "" {
+		dir, err := os.MkdirTemp("", "paysync-load-")
+		if err != nil {
+			return rep, err
+		}
+		defer os.RemoveAll(dir)
+		cfg.WorkDir = dir
+	}
+	if cfg.Entries > 0 {
+		name := "nats"
+		if cfg.Backlog {
+			name = "nats-backlog"
+		}
+		r, err := runNATS(ctx, cfg, name, cfg.Entries, cfg.Backlog)
+		if err != nil {
+			return rep, fmt.Errorf("%s: %w", name, err)
+		}
+		rep.Results = append(rep.Results, r)
+	}
+	if cfg.CSVLines > 0 {
+		r, err := runCSV(ctx, cfg)
+		if err != nil {
+			return rep, fmt.Errorf("csv: %w", err)
+		}
+		rep.Results = append(rep.Results, r)
+	}
+	if cfg.Trickle > 0 {
+		r, err := runTrickle(ctx, cfg)
+		if err != nil {
+			return rep, fmt.Errorf("trickle: %w", err)
+		}
+		rep.Results = append(rep.Results, r)
+	}
+	return rep, nil
+}
+
+// env is one scenario's sandbox, directory and paysync environment.
+type env struct {
+	cfg  Config
+	dir  string
+	sb   *sandbox.Server
+	base []string
+	mu   sync.Mutex
+	made map[string]int64 // payroll id → created (unix ns), when timing
+	// before holds the sandbox's request counters before paysync started
+	// (the load tool's own probes), subtracted by fill.
+	before map[string]int
+}
+
+func newEnv(cfg Config, name string, timing bool) (*env, error) {
+	dir := filepath.Join(cfg.WorkDir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	e := &env{cfg: cfg, dir: dir}
+	if timing {
+		e.made = map[string]int64{}
+	}
+	opts := sandbox.Options{ExtraCompanies: cfg.Companies, AccessTTL: time.Hour,
+		OnCreate: func(_ string, created []paysync.PayPart) {
+			now := time.Now().UnixNano()
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			if e.made != nil {
+				for _, p := range created {
+					e.made[p.ID] = now
+				}
+			}
+		}}
+	if cfg.Latency > 0 {
+		opts.Faults = []sandbox.Fault{{Kind: sandbox.FaultLatency, Op: "create_pay_parts", Delay: cfg.Latency}}
+	}
+	e.sb = sandbox.New(opts)
+	url, err := e.sb.Start("127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	o := e.sb.Options()
+	e.base = append(os.Environ(),
+		"PAYSYNC_PAYROLL_URL="+url, "PAYSYNC_AUTH_URL="+url, "PAYSYNC_AUTH_REALM="+o.Realm,
+		"PAYSYNC_CLIENT_ID="+o.ClientID, "PAYSYNC_CLIENT_SECRET="+o.ClientSecret,
+		"PAYSYNC_REFRESH_TOKEN="+e.sb.IssueRefreshToken(),
+		"PAYSYNC_LEDGER="+filepath.Join(dir, "ledger.db"),
+		"PAYSYNC_COMPANY_ID="+sandbox.LoadCompanyID(1),
+		"PAYSYNC_BATCH_SIZE="+strconv.Itoa(cfg.Batch),
+		"PAYSYNC_BATCH_LINGER="+cfg.Linger.String(),
+		"PAYSYNC_IN_FLIGHT="+strconv.Itoa(cfg.InFlight),
+		"PAYSYNC_RATE_LIMIT="+strconv.FormatFloat(cfg.RateLimit, 'f', -1, 64),
+		"PAYSYNC_LOG_LEVEL=warn",
+	)
+	e.base = append(e.base, cfg.Env...)
+	return e, nil
+}
+
+func (e *env) close() { _ = e.sb.Close(context.Background()) }
+
+// fill copies the sandbox's call counters into r.
+func (e *env) fill(r *Result) {
+	st := e.sb.State()
+	r.CallsByOp = st.Counters.Requests
+	for op, n := range e.before {
+		r.CallsByOp[op] -= n
+		if r.CallsByOp[op] == 0 {
+			delete(r.CallsByOp, op)
+		}
+	}
+	for _, n := range r.CallsByOp {
+		r.APICalls += n
+	}
+	r.CreateCalls = r.CallsByOp["create_pay_parts"]
+	if r.PayParts > 0 {
+		r.CreateCallsPerPayPart = float64(r.CreateCalls) / float64(r.PayParts)
+		r.APICallsPerPayPart = float64(r.APICalls) / float64(r.PayParts)
+	}
+	if r.Seconds > 0 {
+		r.EntriesPerSec = float64(r.Entries) / r.Seconds
+		r.PayPartsPerSec = float64(r.PayParts) / r.Seconds
+		r.CPUPerSec = r.CPUSeconds / r.Seconds
+	}
+	r.Batch, r.InFlight = e.cfg.Batch, e.cfg.InFlight
+	r.LingerMs, r.AddedMs = ms(e.cfg.Linger), ms(e.cfg.Latency)
+	if e.cfg.Latency > 0 {
+		r.Ceiling = float64(e.cfg.InFlight*e.cfg.Batch) / e.cfg.Latency.Seconds()
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// waitFor polls until the sandbox holds want pay parts, the process exits,
+// or ctx ends.
+func (e *env) waitFor(ctx context.Context, want int, exited <-chan struct{}) error {
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	last, lastAt := -1, time.Now()
+	for {
+		n := e.sb.PayPartCount()
+		if n >= want {
+			if n > want {
+				return fmt.Errorf("the sandbox holds %d pay parts, want %d: something was created twice", n, want)
+			}
+			return nil
+		}
+		if n != last {
+			last, lastAt = n, time.Now()
+		} else if time.Since(lastAt) > 2*time.Minute {
+			return fmt.Errorf("stuck at %d of %d pay parts for 2 minutes", n, want)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-exited:
+			return fmt.Errorf("paysync exited with %d of %d pay parts created", n, want)
+		case <-t.C:
+		}
+	}
+}
+
+// proc is a running paysync.
+type proc struct {
+	cmd    *exec.Cmd
+	exited chan struct{}
+	err    error
+	out    strings.Builder
+	mu     sync.Mutex
+}
+
+func (e *env) start(args []string, extra ...string) (*proc, error) {
+	p := &proc{cmd: exec.Command(e.cfg.Paysync, args...), exited: make(chan struct{})}
+	p.cmd.Env = append(slices.Clone(e.base), extra...)
+	p.cmd.Stdout = &lockedWriter{p: p}
+	p.cmd.Stderr = &lockedWriter{p: p}
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	return p, nil
+}
+
+type lockedWriter struct{ p *proc }
+
+func (w *lockedWriter) Write(b []byte) (int, error) {
+	w.p.mu.Lock()
+	defer w.p.mu.Unlock()
+	if w.p.out.Len() < 64<<10 {
+		w.p.out.Write(b)
+	}
+	return len(b), nil
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.TrimSpace(p.out.String())
+}
+
+// stop sends SIGTERM and waits; rusage is then read into r.
+func (p *proc) stop(r *Result) error {
+	select {
+	case <-p.exited:
+	default:
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+		case <-time.After(time.Minute):
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+			return errors.New("paysync did not stop within a minute of SIGTERM")
+		}
+	}
+	p.usage(r)
+	if p.err != nil {
+		return fmt.Errorf("paysync: %v: %s", p.err, p.output())
+	}
+	return nil
+}
+
+func (p *proc) usage(r *Result) {
+	if ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.PeakRSSMiB = float64(ru.Maxrss) / 1024 // KiB on Linux
+		r.CPUSeconds = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+	}
+}
+
+// natsServer starts an embedded JetStream server storing in dir.
+func natsServer(dir string) (*server.Server, error) {
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir,
+		NoLog: true, NoSigs: true, JetStreamMaxMemory: 64 << 20, JetStreamMaxStore: 8 << 30})
+	if err != nil {
+		return nil, err
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
+		return nil, errors.New("nats-server not ready")
+	}
+	return ns, nil
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// waitReady polls paysync's /readyz.
+func waitReady(ctx context.Context, addr string, p *proc) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		select {
+		case <-p.exited:
+			return fmt.Errorf("paysync exited: %v: %s", p.err, p.output())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("paysync not ready after 30s: %s", p.output())
+}
+
+// latencies joins publish times (by entry index) and creation times (by
+// payroll id) through the ledger, and returns the sorted latencies.
+func (e *env) latencies(ctx context.Context, published []int64, prefix string) ([]time.Duration, error) {
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(e.dir, "ledger.db")+"?mode=ro")
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT p.payroll_id, e.entry_id FROM pay_parts p
+		JOIN pay_part_entries pe ON pe.pay_part_id = p.id JOIN entries e ON e.id = pe.entry_id
+		WHERE p.payroll_id IS NOT NULL`)
+	if err != nil {
+		return nil, fmt.Errorf("read the ledger: %w", err)
+	}
+	defer rows.Close()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []time.Duration
+	for rows.Next() {
+		var pid, eid string
+		if err := rows.Scan(&pid, &eid); err != nil {
+			return nil, err
+		}
+		i, err := strconv.Atoi(strings.TrimPrefix(eid, prefix))
+		if err != nil || i < 0 || i >= len(published) || published[i] == 0 {
+			continue
+		}
+		if at, ok := e.made[pid]; ok {
+			out = append(out, time.Duration(at-published[i]))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted)-1) + 0.5)
+	return sorted[min(i, len(sorted)-1)]
+}
+
+func (r *Result) setLatency(l []time.Duration) {
+	if len(l) == 0 {
+		return
+	}
+	r.LatencyP50Ms = ms(quantile(l, 0.50))
+	r.LatencyP99Ms = ms(quantile(l, 0.99))
+	r.LatencyMaxMs = ms(l[len(l)-1])
+}
