@@ -184,8 +184,13 @@ func endAttempt(ctx context.Context, tx *sql.Tx, attemptID int64, outcome string
 func (l *Ledger) RecordCreated(ctx context.Context, batchID, attemptID int64, ids map[int64]string, outcome string) error {
 	return l.tx(ctx, "record created", func(tx *sql.Tx) error {
 		now := l.ts()
+		upd, err := tx.PrepareContext(ctx, `UPDATE pay_parts SET state = 'created', payroll_id = ?, updated_at = ? WHERE id = ? AND batch_id = ? AND state = 'pending'`)
+		if err != nil {
+			return err
+		}
+		defer upd.Close()
 		for itemID, pid := range ids {
-			res, err := tx.ExecContext(ctx, `UPDATE pay_parts SET state = 'created', payroll_id = ?, updated_at = ? WHERE id = ? AND batch_id = ? AND state = 'pending'`, pid, now, itemID, batchID)
+			res, err := upd.ExecContext(ctx, pid, now, itemID, batchID)
 			if err != nil {
 				if isConstraint(err) {
 					return fmt.Errorf("payroll id %s is already recorded for another pay part", pid)

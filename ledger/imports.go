@@ -66,6 +66,7 @@ type NewEntry struct {
 	Hash   string // content hash (see EntryHash)
 	Status string // EntryMapped, EntrySkipped, EntryRejected
 	Note   string // skip reason
+	Data   []byte // the entry's JSON from EntryHash (nil: marshalled here)
 }
 
 // NewReject is a problem with the input, kept for the audit trail.
@@ -113,110 +114,129 @@ func EntryHash(e paysync.Entry) (string, []byte, error) {
 // payload, its entries and rejects, and the pending pay parts grouped into
 // batches per company of at most BatchSize.
 func (l *Ledger) CommitImport(ctx context.Context, in ImportIntent) (Committed, error) {
-	if in.BatchSize <= 0 {
-		in.BatchSize = 100
-	}
 	var out Committed
 	err := l.tx(ctx, "commit import", func(tx *sql.Tx) error {
-		now := l.ts()
-		if in.Source != nil {
-			gz, err := gzipBytes(in.Source.Payload)
-			if err != nil {
-				return err
-			}
-			status := "committed"
-			if in.Rejected {
-				status = "rejected"
-				in.Entries, in.PayParts = nil, nil
-			}
-			res, err := tx.ExecContext(ctx, `INSERT INTO sources (kind, name, content_hash, format, size, payload, status, entries, duplicates, rejects, received_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-				in.Source.Kind, in.Source.Name, in.Source.Hash, in.Source.Format, len(in.Source.Payload), gz, status,
-				len(in.Entries), in.Duplicates, len(in.Rejects), now)
-			if err != nil {
-				var se *sqlite.Error
-				if errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE {
-					return ErrDuplicateSource
-				}
-				return err
-			}
-			out.SourceID, _ = res.LastInsertId()
-		} else {
-			out.SourceID = in.SourceID
-		}
-		ids := map[string]int64{}
-		// An entry seen before but never paid (rejected or skipped) is taken
-		// again with its new content; a paid one never is.
-		insEntry, err := tx.PrepareContext(ctx, `INSERT INTO entries (source_id, entry_id, line, content_hash, data, status, note) VALUES (?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (entry_id) DO UPDATE SET source_id = excluded.source_id, line = excluded.line, content_hash = excluded.content_hash,
-				data = excluded.data, status = excluded.status, note = excluded.note
-			WHERE entries.status <> 'mapped'
-			RETURNING id`)
-		if err != nil {
-			return err
-		}
-		defer insEntry.Close()
-		for _, e := range in.Entries {
-			data, err := json.Marshal(e.Entry)
-			if err != nil {
-				return err
-			}
-			var id int64
-			err = insEntry.QueryRowContext(ctx, out.SourceID, e.Entry.ID, e.Entry.Line, e.Hash, data, e.Status, e.Note).Scan(&id)
-			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("entry %s was already paid through an earlier import", e.Entry.ID)
-			}
-			if err != nil {
-				return err
-			}
-			ids[e.Entry.ID] = id
-		}
-		for _, r := range in.Rejects {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO rejects (source_id, entry_id, line, field, message, hint, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-				out.SourceID, r.EntryID, r.Line, r.Field, r.Message, r.Hint, now); err != nil {
-				return err
-			}
-		}
-		// Batches: per company, in order of first appearance, at most BatchSize each.
-		var companies []string
-		byCompany := map[string][]paysync.PlannedPayPart{}
-		for _, pp := range in.PayParts {
-			if _, ok := byCompany[pp.CompanyID]; !ok {
-				companies = append(companies, pp.CompanyID)
-			}
-			byCompany[pp.CompanyID] = append(byCompany[pp.CompanyID], pp)
-		}
-		for _, c := range companies {
-			pps := byCompany[c]
-			if in.Accumulate {
-				ids2, err := accumulate(ctx, tx, c, out.SourceID, pps, in.BatchSize, ids, now)
-				if err != nil {
-					return err
-				}
-				out.BatchIDs = append(out.BatchIDs, ids2...)
-				continue
-			}
-			for start := 0; start < len(pps); start += in.BatchSize {
-				chunk := pps[start:min(start+in.BatchSize, len(pps))]
-				bid, err := insertBatch(ctx, tx, c, out.SourceID, 0, in.ReplayOf, now)
-				if err != nil {
-					return err
-				}
-				for i, pp := range chunk {
-					if err := insertPayPart(ctx, tx, bid, i, pp, ids, now); err != nil {
-						return err
-					}
-				}
-				out.BatchIDs = append(out.BatchIDs, bid)
-			}
-		}
-		return nil
+		st := newStmts(ctx, tx)
+		defer st.close()
+		var err error
+		out, err = commitIntent(st, in, l.ts(), nil)
+		return err
 	})
 	return out, err
 }
 
+// commitIntent stores one intent within st's transaction. With acc set,
+// accumulating pay parts are handed to it instead of being added to open
+// batches here (CommitImports adds those of many intents at once).
+func commitIntent(st *stmts, in ImportIntent, now string, acc *accumulator) (Committed, error) {
+	if in.BatchSize <= 0 {
+		in.BatchSize = 100
+	}
+	var out Committed
+	if in.Source != nil {
+		status := "committed"
+		if in.Rejected {
+			status = "rejected"
+			in.Entries, in.PayParts = nil, nil
+		}
+		payload, err := packPayload(in.Source.Payload)
+		if err != nil {
+			return out, err
+		}
+		res, err := st.exec(`INSERT INTO sources (kind, name, content_hash, format, size, payload, status, entries, duplicates, rejects, received_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			in.Source.Kind, in.Source.Name, in.Source.Hash, in.Source.Format, len(in.Source.Payload), payload, status,
+			len(in.Entries), in.Duplicates, len(in.Rejects), now)
+		if err != nil {
+			var se *sqlite.Error
+			if errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE {
+				return out, ErrDuplicateSource
+			}
+			return out, err
+		}
+		out.SourceID, _ = res.LastInsertId()
+	} else {
+		out.SourceID = in.SourceID
+	}
+	ids := make(map[string]int64, len(in.Entries))
+	for _, e := range in.Entries {
+		data := e.Data
+		if data == nil {
+			var err error
+			if data, err = json.Marshal(e.Entry); err != nil {
+				return out, err
+			}
+		}
+		// An entry seen before but never paid (rejected or skipped) is
+		// taken again with its new content; a paid one never is.
+		var id int64
+		err := st.queryRow(`INSERT INTO entries (source_id, entry_id, line, content_hash, data, status, note) VALUES (?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (entry_id) DO UPDATE SET source_id = excluded.source_id, line = excluded.line, content_hash = excluded.content_hash,
+				data = excluded.data, status = excluded.status, note = excluded.note
+			WHERE entries.status <> 'mapped'
+			RETURNING id`, out.SourceID, e.Entry.ID, e.Entry.Line, e.Hash, data, e.Status, e.Note).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return out, fmt.Errorf("entry %s was already paid through an earlier import", e.Entry.ID)
+		}
+		if err != nil {
+			return out, err
+		}
+		ids[e.Entry.ID] = id
+	}
+	for _, r := range in.Rejects {
+		if _, err := st.exec(`INSERT INTO rejects (source_id, entry_id, line, field, message, hint, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			out.SourceID, r.EntryID, r.Line, r.Field, r.Message, r.Hint, now); err != nil {
+			return out, err
+		}
+	}
+	// Batches: per company, in order of first appearance, at most BatchSize each.
+	var companies []string
+	byCompany := map[string][]paysync.PlannedPayPart{}
+	for _, pp := range in.PayParts {
+		if _, ok := byCompany[pp.CompanyID]; !ok {
+			companies = append(companies, pp.CompanyID)
+		}
+		byCompany[pp.CompanyID] = append(byCompany[pp.CompanyID], pp)
+	}
+	for _, c := range companies {
+		pps := byCompany[c]
+		if in.Accumulate {
+			if acc != nil {
+				acc.add(c, out.SourceID, in.BatchSize, pps, ids)
+				continue
+			}
+			ids2, err := accumulateStmts(st, c, out.SourceID, pps, in.BatchSize, ids, now)
+			if err != nil {
+				return out, err
+			}
+			out.BatchIDs = append(out.BatchIDs, ids2...)
+			continue
+		}
+		for start := 0; start < len(pps); start += in.BatchSize {
+			chunk := pps[start:min(start+in.BatchSize, len(pps))]
+			bid, err := insertBatchStmts(st, c, out.SourceID, 0, in.ReplayOf, now)
+			if err != nil {
+				return out, err
+			}
+			for i, pp := range chunk {
+				if err := insertPayPartStmts(st, bid, i, pp, ids, now); err != nil {
+					return out, err
+				}
+			}
+			out.BatchIDs = append(out.BatchIDs, bid)
+		}
+	}
+	return out, nil
+}
+
 func insertBatch(ctx context.Context, tx *sql.Tx, company string, source, parent, replayOf int64, now string) (int64, error) {
-	res, err := tx.ExecContext(ctx, `INSERT INTO batches (company_id, source_id, parent_id, replay_of, state, created_at, updated_at) VALUES (?, ?, ?, ?, 'pending', ?, ?)`,
+	st := newStmts(ctx, tx)
+	defer st.close()
+	return insertBatchStmts(st, company, source, parent, replayOf, now)
+}
+
+func insertBatchStmts(st *stmts, company string, source, parent, replayOf int64, now string) (int64, error) {
+	res, err := st.exec(`INSERT INTO batches (company_id, source_id, parent_id, replay_of, state, created_at, updated_at) VALUES (?, ?, ?, ?, 'pending', ?, ?)`,
 		company, nullID(source), nullID(parent), nullID(replayOf), now, now)
 	if err != nil {
 		return 0, err
@@ -225,7 +245,13 @@ func insertBatch(ctx context.Context, tx *sql.Tx, company string, source, parent
 }
 
 func insertPayPart(ctx context.Context, tx *sql.Tx, batch int64, seq int, pp paysync.PlannedPayPart, ids map[string]int64, now string) error {
-	res, err := tx.ExecContext(ctx, `INSERT INTO pay_parts (batch_id, seq, company_id, employee_id, employee_name, code, units, rate, amount, description, rule, state, updated_at)
+	st := newStmts(ctx, tx)
+	defer st.close()
+	return insertPayPartStmts(st, batch, seq, pp, ids, now)
+}
+
+func insertPayPartStmts(st *stmts, batch int64, seq int, pp paysync.PlannedPayPart, ids map[string]int64, now string) error {
+	res, err := st.exec(`INSERT INTO pay_parts (batch_id, seq, company_id, employee_id, employee_name, code, units, rate, amount, description, rule, state, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)`,
 		batch, seq, pp.CompanyID, pp.EmployeeID, pp.EmployeeName, pp.Code, decText(pp.Units), decText(pp.Rate), decText(pp.Amount), pp.Description, pp.Rule, now)
 	if err != nil {
@@ -235,12 +261,12 @@ func insertPayPart(ctx context.Context, tx *sql.Tx, batch int64, seq int, pp pay
 	for _, ref := range pp.Entries {
 		eid, ok := ids[ref.ID]
 		if !ok {
-			if err := tx.QueryRowContext(ctx, `SELECT id FROM entries WHERE entry_id = ?`, ref.ID).Scan(&eid); err != nil {
+			if err := st.queryRow(`SELECT id FROM entries WHERE entry_id = ?`, ref.ID).Scan(&eid); err != nil {
 				return fmt.Errorf("pay part of entry %s: entry not in the ledger: %w", ref.ID, err)
 			}
 			ids[ref.ID] = eid
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO pay_part_entries (pay_part_id, entry_id) VALUES (?, ?)`, pid, eid); err != nil {
+		if _, err := st.exec(`INSERT OR IGNORE INTO pay_part_entries (pay_part_id, entry_id) VALUES (?, ?)`, pid, eid); err != nil {
 			return err
 		}
 	}
@@ -287,6 +313,28 @@ func gzipBytes(b []byte) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// packPayload stores a small payload as it is (a NATS message is one
+// entry: a gzip writer per message would cost more than the whole commit)
+// and a larger one gzip'd; unpackPayload tells them apart by the gzip
+// magic, which a small payload starting with it never keeps raw.
+func packPayload(b []byte) ([]byte, error) {
+	if len(b) < rawPayloadMax && !isGzip(b) {
+		return b, nil
+	}
+	return gzipBytes(b)
+}
+
+const rawPayloadMax = 1 << 10
+
+func isGzip(b []byte) bool { return len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b }
+
+func unpackPayload(b []byte) ([]byte, error) {
+	if !isGzip(b) {
+		return b, nil
+	}
+	return gunzipBytes(b)
 }
 
 func gunzipBytes(b []byte) ([]byte, error) {
@@ -350,7 +398,7 @@ func (l *Ledger) SourcePayload(ctx context.Context, id int64) ([]byte, error) {
 	if err := l.db.QueryRowContext(ctx, `SELECT payload FROM sources WHERE id = ?`, id).Scan(&gz); err != nil {
 		return nil, fmt.Errorf("ledger: payload of import %d: %w", id, err)
 	}
-	return gunzipBytes(gz)
+	return unpackPayload(gz)
 }
 
 // KnownEntry is an entry id already in the ledger.
@@ -406,20 +454,20 @@ func hashHex(b []byte) string {
 // HashPayload returns the content hash of a source payload.
 func HashPayload(b []byte) string { return hashHex(b) }
 
-// accumulate appends pay parts to the company's open (unsealed) batch,
-// opening new ones as each fills up; a full batch is sealed at once.
-func accumulate(ctx context.Context, tx *sql.Tx, company string, source int64, pps []paysync.PlannedPayPart, size int, ids map[string]int64, now string) ([]int64, error) {
+// accumulateStmts appends pay parts to the company's open (unsealed)
+// batch, opening new ones as each fills up; a full batch is sealed at once.
+func accumulateStmts(st *stmts, company string, source int64, pps []paysync.PlannedPayPart, size int, ids map[string]int64, now string) ([]int64, error) {
 	var out []int64
 	for len(pps) > 0 {
 		var bid int64
 		var n int
-		err := tx.QueryRowContext(ctx, `SELECT b.id, (SELECT count(*) FROM pay_parts p WHERE p.batch_id = b.id) FROM batches b
+		err := st.queryRow(`SELECT b.id, (SELECT count(*) FROM pay_parts p WHERE p.batch_id = b.id) FROM batches b
 			WHERE b.company_id = ? AND b.sealed = 0 AND b.state = 'pending' ORDER BY b.id LIMIT 1`, company).Scan(&bid, &n)
 		if errors.Is(err, sql.ErrNoRows) {
-			if bid, err = insertBatch(ctx, tx, company, source, 0, 0, now); err != nil {
+			if bid, err = insertBatchStmts(st, company, source, 0, 0, now); err != nil {
 				return nil, err
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE batches SET sealed = 0 WHERE id = ?`, bid); err != nil {
+			if _, err := st.exec(`UPDATE batches SET sealed = 0 WHERE id = ?`, bid); err != nil {
 				return nil, err
 			}
 			n = 0
@@ -429,13 +477,13 @@ func accumulate(ctx context.Context, tx *sql.Tx, company string, source int64, p
 		room := size - n
 		take := pps[:min(room, len(pps))]
 		for i, pp := range take {
-			if err := insertPayPart(ctx, tx, bid, n+i, pp, ids, now); err != nil {
+			if err := insertPayPartStmts(st, bid, n+i, pp, ids, now); err != nil {
 				return nil, err
 			}
 		}
 		pps = pps[len(take):]
 		if n+len(take) >= size {
-			if _, err := tx.ExecContext(ctx, `UPDATE batches SET sealed = 1, updated_at = ? WHERE id = ?`, now, bid); err != nil {
+			if _, err := st.exec(`UPDATE batches SET sealed = 1, updated_at = ? WHERE id = ?`, now, bid); err != nil {
 				return nil, err
 			}
 		}

@@ -108,6 +108,9 @@ type Result struct {
 	PeakRSSMiB     float64 `json:"peak_rss_mib"` // paysync's, from rusage
 	CPUSeconds     float64 `json:"cpu_seconds"`  // paysync's user + system
 	CPUPerSec      float64 `json:"cpu_per_sec"`  // cores paysync kept busy
+	// HarnessCPUSeconds is this process's CPU over the scenario: NATS,
+	// the sandbox and the publisher, which share the machine with paysync.
+	HarnessCPUSeconds float64 `json:"harness_cpu_seconds"`
 	// Ceiling is the throughput the added latency allows (in flight ×
 	// batch / latency), when there is added latency.
 	Ceiling  float64 `json:"ceiling_pay_parts_per_sec,omitempty"`
@@ -142,6 +145,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		cfg.WorkDir = dir
 	}
 	if cfg.Entries > 0 {
+		cpu0 := selfCPU()
 		name := "nats"
 		if cfg.Backlog {
 			name = "nats-backlog"
@@ -150,20 +154,25 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		if err != nil {
 			return rep, fmt.Errorf("%s: %w", name, err)
 		}
+		r.HarnessCPUSeconds = selfCPU() - cpu0
 		rep.Results = append(rep.Results, r)
 	}
 	if cfg.CSVLines > 0 {
+		cpu0 := selfCPU()
 		r, err := runCSV(ctx, cfg)
 		if err != nil {
 			return rep, fmt.Errorf("csv: %w", err)
 		}
+		r.HarnessCPUSeconds = selfCPU() - cpu0
 		rep.Results = append(rep.Results, r)
 	}
 	if cfg.Trickle > 0 {
+		cpu0 := selfCPU()
 		r, err := runTrickle(ctx, cfg)
 		if err != nil {
 			return rep, fmt.Errorf("trickle: %w", err)
 		}
+		r.HarnessCPUSeconds = selfCPU() - cpu0
 		rep.Results = append(rep.Results, r)
 	}
 	return rep, nil
@@ -455,4 +464,13 @@ func (r *Result) setLatency(l []time.Duration) {
 	r.LatencyP50Ms = ms(quantile(l, 0.50))
 	r.LatencyP99Ms = ms(quantile(l, 0.99))
 	r.LatencyMaxMs = ms(l[len(l)-1])
+}
+
+// selfCPU is this process's user + system CPU seconds so far.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }

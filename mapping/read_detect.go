@@ -47,7 +47,13 @@ func NewReader(source string, r io.Reader, opts ReadOptions) (Reader, Format, er
 	}
 	auto := format == FormatAuto
 	g := &inputGuard{r: r}
-	br := bufio.NewReaderSize(g, peekSize)
+	size := peekSize
+	if l, ok := r.(interface{ Len() int }); ok && l.Len() < size {
+		// A small in-memory input (a NATS message): a buffer larger than
+		// it would be allocated and cleared for nothing, per message.
+		size = max(16, l.Len()+1)
+	}
+	br := bufio.NewReaderSize(g, size)
 	if b, err := br.Peek(3); err == nil && string(b) == "\uFEFF" {
 		_, _ = br.Discard(3)
 	}

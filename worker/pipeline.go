@@ -15,6 +15,7 @@ import (
 type PipelineLedger interface {
 	SealDue(ctx context.Context, linger time.Duration) error
 	OpenBatches(ctx context.Context, sourceID int64) ([]ledger.Batch, error)
+	OldestUnsealed(ctx context.Context) (time.Time, bool, error)
 }
 
 // Pipeline is the daemon's sending loop: it seals open batches that are
@@ -116,7 +117,10 @@ func (p *Pipeline) Stop() {
 // retried every 30 s, so that a re-connected account resumes by itself.
 func (p *Pipeline) Run(ctx context.Context) error {
 	p.Init()
-	t := time.NewTicker(p.Tick)
+	// A look happens on a wake (a source committed), when the oldest open
+	// batch has lingered (so that a lone entry waits linger, not linger
+	// plus a tick), and every Tick regardless.
+	t := time.NewTimer(p.Tick)
 	defer t.Stop()
 	var pauseUntil time.Time
 	for {
@@ -128,7 +132,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		case <-t.C:
 		case <-p.wake:
 		}
+		next := p.Tick
 		if time.Now().Before(pauseUntil) {
+			t.Reset(time.Until(pauseUntil))
 			continue
 		}
 		if err := p.Flush(ctx, p.Linger); err != nil {
@@ -139,13 +145,23 @@ func (p *Pipeline) Run(ctx context.Context) error {
 				p.revoked.Store(true)
 				pauseUntil = time.Now().Add(30 * time.Second)
 				p.Log.Error("payroll connection revoked: sending paused, everything stays pending", "err", err)
-				continue
+			} else {
+				p.Log.Warn("delivery failed; retrying on the next look", "err", err)
+				pauseUntil = time.Now().Add(time.Second)
 			}
-			p.Log.Warn("delivery failed; retrying on the next look", "err", err)
-			pauseUntil = time.Now().Add(time.Second)
+			t.Reset(time.Until(pauseUntil))
 			continue
 		}
 		p.revoked.Store(false)
+		if at, ok, err := p.L.OldestUnsealed(ctx); err == nil && ok {
+			next = min(next, max(time.Until(at.Add(p.Linger)), 0))
+		}
+		t.Stop()
+		select {
+		case <-t.C:
+		default:
+		}
+		t.Reset(next)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -41,14 +42,45 @@ func (p planOnly) Import(ctx context.Context, kind, name string, payload []byte)
 	return rep, err
 }
 
-// natsSink commits one JetStream message (one entry, or {"entries": [...]}).
-type natsSink struct{ planOnly }
+// natsSink commits JetStream messages (each one entry, or {"entries":
+// [...]}), a group at a time in one ledger transaction.
+type natsSink struct {
+	mi   *worker.MessageImporter
+	wake func()
+	obs  func(kind string, rep worker.Report)
+}
 
 func (s natsSink) Commit(ctx context.Context, m stream.Message) (stream.Outcome, error) {
-	rep, err := s.Import(ctx, "nats", m.Subject, m.Data)
-	if err != nil {
-		return 0, err
+	r := s.CommitBatch(ctx, []stream.Message{m})[0]
+	return r.Outcome, r.Err
+}
+
+func (s natsSink) CommitBatch(ctx context.Context, ms []stream.Message) []stream.Result {
+	in := make([]worker.Message, len(ms))
+	for i, m := range ms {
+		in[i] = worker.Message{Kind: "nats", Name: m.Subject, Payload: m.Data}
 	}
+	out := make([]stream.Result, len(ms))
+	reps, errs, err := s.mi.Plan(ctx, in)
+	if err != nil {
+		for i := range out {
+			out[i].Err = err
+		}
+		return out
+	}
+	for i, rep := range reps {
+		if errs[i] != nil {
+			out[i].Err = errs[i]
+			continue
+		}
+		s.obs("nats", rep)
+		out[i].Outcome, out[i].Err = natsOutcome(rep)
+	}
+	s.wake()
+	return out
+}
+
+func natsOutcome(rep worker.Report) (stream.Outcome, error) {
 	if probs := rep.ProblemList(); len(probs) > 0 {
 		reasons := make([]string, len(probs))
 		for i, p := range probs {
@@ -186,12 +218,11 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 		}
 	}
 	if cfg.NATSURL != "" && !once {
-		im := &worker.Importer{L: s.led, Mapper: mapper, Rules: rules, Wire: schema, BatchSize: cfg.BatchSize, AllOrNothing: true, Accumulate: true,
-			Read: mapping.ReadOptions{Format: mapping.FormatJSON}}
+		mi := &worker.MessageImporter{L: s.led, Mapper: mapper, Rules: rules, Wire: schema, BatchSize: cfg.BatchSize}
 		scfg := stream.Config{URL: cfg.NATSURL, CredsFile: cfg.NATSCreds, NKeySeedFile: cfg.NATSNKey, CAFile: cfg.NATSCA, CertFile: cfg.NATSCert, KeyFile: cfg.NATSKey,
 			Stream: cfg.NATSStream, Subjects: []string{cfg.NATSSubject}, Durable: cfg.NATSDurable, DeadLetter: cfg.NATSDeadLetter, Bind: cfg.NATSBind, Logger: log,
 			AckWait: cfg.NATSAckWait, Filter: cfg.NATSFilter}
-		if src, err = stream.New(scfg, natsSink{planOnly{im: im, wake: pipe.Wake, obs: observe}}); err != nil {
+		if src, err = stream.New(scfg, natsSink{mi: mi, wake: pipe.Wake, obs: observe}); err != nil {
 			return usagef("%v", err)
 		}
 	}
@@ -236,7 +267,16 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 		if err != nil {
 			return fmt.Errorf("run: listen on PAYSYNC_HTTP_ADDR %s: %w", cfg.HTTPAddr, err)
 		}
-		hsrv = &http.Server{Handler: m.Handler(checks...), ReadHeaderTimeout: 5 * time.Second}
+		var h http.Handler = m.Handler(checks...)
+		if cfg.PProf {
+			mux := http.NewServeMux()
+			mux.Handle("/", h)
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+			h = mux
+		}
+		hsrv = &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 		go hsrv.Serve(ln)
 		log.Info("metrics and health", "addr", ln.Addr().String())
 	}

@@ -62,6 +62,7 @@ type config struct {
 	InFlight       int           `env:"PAYSYNC_IN_FLIGHT, default=4"`
 	HTTPAddr       string        `env:"PAYSYNC_HTTP_ADDR, default=127.0.0.1:9480"`
 	ShutdownGrace  time.Duration `env:"PAYSYNC_SHUTDOWN_GRACE, default=30s"`
+	PProf          bool          `env:"PAYSYNC_PPROF, default=false"`
 	NATSURL        string        `env:"NATS_URL"`
 	NATSCreds      string        `env:"NATS_CREDS"`
 	NATSNKey       string        `env:"NATS_NKEY_SEED"`

@@ -19,8 +19,8 @@ const (
 	DefaultDeadLetter      = "paysync.deadletter"
 	DefaultAckWait         = 30 * time.Second
 	DefaultMaxDeliver      = 20
-	DefaultMaxAckPending   = 256
-	DefaultPullMaxMessages = 64
+	DefaultMaxAckPending   = 1024
+	DefaultPullMaxMessages = 256
 	DefaultNakDelay        = 2 * time.Second
 	DefaultName            = "paysync"
 

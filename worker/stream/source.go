@@ -33,6 +33,22 @@ type Sink interface {
 	Commit(ctx context.Context, m Message) (Outcome, error)
 }
 
+// BatchSink is a Sink that commits many messages at once (one ledger
+// transaction). The source hands it every message it has at hand, up to
+// MaxAckPending, without waiting for more: a lone message goes alone.
+// CommitBatch returns one Result per message, in order; each is treated as
+// Commit's return would be.
+type BatchSink interface {
+	Sink
+	CommitBatch(ctx context.Context, ms []Message) []Result
+}
+
+// Result is one message's outcome in a batch.
+type Result struct {
+	Outcome Outcome
+	Err     error
+}
+
 // Outcome is what a successful Commit did.
 type Outcome int
 
@@ -111,7 +127,14 @@ type run struct {
 
 	ctx    context.Context // handler context, cancelled by a hard stop
 	cancel context.CancelFunc
+
+	queue    chan jetstream.Msg // from the Consume callback to the worker
+	stopWork chan struct{}      // closed when the connection is gone: the worker ends
+	stopOnce sync.Once
+	workDone chan struct{}
 }
+
+func (r *run) stopWorker() { r.stopOnce.Do(func() { close(r.stopWork) }) }
 
 // New validates cfg (after defaults) and returns a Source. It does not
 // touch the network.
@@ -159,7 +182,8 @@ func (s *Source) Start(ctx context.Context) error {
 	s.started = true
 	s.mu.Unlock()
 
-	r := &run{connClosed: make(chan struct{})}
+	r := &run{connClosed: make(chan struct{}), queue: make(chan jetstream.Msg, s.cfg.PullMaxMessages),
+		stopWork: make(chan struct{}), workDone: make(chan struct{})}
 	nc, err := connect(s.cfg, nats.ClosedHandler(func(*nats.Conn) {
 		s.log.Info("nats connection closed")
 		close(r.connClosed)
@@ -174,9 +198,11 @@ func (s *Source) Start(ctx context.Context) error {
 		return fmt.Errorf("stream: start: %w", err)
 	}
 	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	go s.work(r)
 	fail := func(err error) error {
 		r.cancel()
 		nc.Close()
+		r.stopWorker()
 		return err
 	}
 
@@ -342,22 +368,75 @@ func (s *Source) setup(ctx context.Context, r *run) error {
 	return nil
 }
 
-// handle is the Consume callback; Consume calls it for one message at a time.
+// handle is the Consume callback (called for one message at a time): it
+// hands the message to the worker, or releases it once Close has begun.
 func (s *Source) handle(r *run, m jetstream.Msg) {
-	select {
-	case <-s.closing:
-		s.release(m)
-		return
-	case s.turn <- struct{}{}:
-	}
-	defer func() { <-s.turn }()
 	select {
 	case <-s.closing:
 		s.release(m)
 		return
 	default:
 	}
-	s.process(r, m)
+	select {
+	case <-s.closing:
+		s.release(m)
+	case r.queue <- m:
+	}
+}
+
+// work takes the queued messages — as many as are at hand, up to
+// MaxAckPending, for a BatchSink; one at a time otherwise — and processes
+// them while holding the turn.
+func (s *Source) work(r *run) {
+	defer close(r.workDone)
+	bs, batching := s.sink.(BatchSink)
+	limit := 1
+	if batching {
+		limit = max(1, s.cfg.MaxAckPending)
+	}
+	for {
+		var group []jetstream.Msg
+		select {
+		case m := <-r.queue:
+			group = append(group, m)
+		case <-r.stopWork:
+			return
+		}
+	more:
+		for len(group) < limit {
+			select {
+			case m := <-r.queue:
+				group = append(group, m)
+			default:
+				break more
+			}
+		}
+		select {
+		case <-s.closing:
+			s.releaseAll(group)
+			continue
+		case s.turn <- struct{}{}:
+		}
+		select {
+		case <-s.closing:
+			<-s.turn
+			s.releaseAll(group)
+			continue
+		default:
+		}
+		if batching && len(group) > 1 {
+			s.processBatch(r, bs, group)
+		} else {
+			s.process(r, group[0])
+		}
+		<-s.turn
+	}
+}
+
+func (s *Source) releaseAll(ms []jetstream.Msg) {
+	for _, m := range ms {
+		s.release(m)
+	}
 }
 
 // release gives a prefetched message back at Close, so that another
@@ -370,7 +449,8 @@ func (s *Source) release(m jetstream.Msg) {
 	}
 }
 
-func (s *Source) process(r *run, m jetstream.Msg) {
+// message is m as a sink sees it.
+func message(m jetstream.Msg) Message {
 	msg := Message{Subject: m.Subject(), Data: m.Data()}
 	if h := m.Headers(); h != nil {
 		msg.MsgID = h.Get(jetstream.MsgIDHeader)
@@ -378,7 +458,63 @@ func (s *Source) process(r *run, m jetstream.Msg) {
 	if md, err := m.Metadata(); err == nil {
 		msg.StreamSeq, msg.Delivered = md.Sequence.Stream, md.NumDelivered
 	}
-	log := s.log.With("subject", msg.Subject, "seq", msg.StreamSeq, "msg_id", msg.MsgID, "delivered", msg.Delivered)
+	return msg
+}
+
+func (s *Source) logFor(msg Message) *slog.Logger {
+	return s.log.With("subject", msg.Subject, "seq", msg.StreamSeq, "msg_id", msg.MsgID, "delivered", msg.Delivered)
+}
+
+// processBatch commits a group in one call, then acks what was committed
+// (one flush for all) and parks or retries the rest, message by message.
+func (s *Source) processBatch(r *run, bs BatchSink, ms []jetstream.Msg) {
+	msgs := make([]Message, len(ms))
+	for i, m := range ms {
+		msgs[i] = message(m)
+	}
+	var results []Result
+	s.inProgress(r, ms, func() { results = bs.CommitBatch(r.ctx, msgs) })
+	if len(results) != len(ms) {
+		err := fmt.Errorf("stream: sink returned %d results for %d messages", len(results), len(ms))
+		results = make([]Result, len(ms))
+		for i := range results {
+			results[i].Err = err
+		}
+	}
+	var acked []jetstream.Msg
+	for i, m := range ms {
+		res := results[i]
+		if res.Err != nil && r.ctx.Err() != nil {
+			s.logFor(msgs[i]).Warn("commit interrupted by shutdown", "err", res.Err)
+			continue
+		}
+		if res.Err == nil {
+			if err := m.Ack(); err != nil {
+				s.logFor(msgs[i]).Warn("ack failed; a redelivery will be a duplicate", "err", err)
+			} else {
+				acked = append(acked, m)
+			}
+			s.observe(res.Outcome.String())
+			continue
+		}
+		s.settle(r, m, msgs[i], res.Err, s.logFor(msgs[i]))
+	}
+	if len(acked) > 0 {
+		// The acks are on their way; a flush confirms the server has them
+		// (a lost one only means a redelivery, which is a Duplicate).
+		ctx, cancel := context.WithTimeout(r.ctx, ackTimeout)
+		defer cancel()
+		if err := r.nc.FlushWithContext(ctx); err != nil {
+			s.log.Warn("acks not confirmed; redeliveries will be duplicates", "messages", len(acked), "err", err)
+		} else {
+			s.log.Debug("messages acknowledged", "messages", len(acked))
+		}
+	}
+}
+
+func (s *Source) process(r *run, m jetstream.Msg) {
+	msg := message(m)
+	log := s.logFor(msg)
 
 	outcome, err := s.commit(r, m, msg)
 	if err != nil && r.ctx.Err() != nil {
@@ -387,7 +523,6 @@ func (s *Source) process(r *run, m jetstream.Msg) {
 		log.Warn("commit interrupted by shutdown", "err", err)
 		return
 	}
-	var invalid *Invalid
 	switch {
 	case err == nil:
 		if aerr := s.ack(r, m); aerr != nil {
@@ -397,6 +532,15 @@ func (s *Source) process(r *run, m jetstream.Msg) {
 			log.Debug("message acknowledged", "outcome", outcome.String())
 		}
 		s.observe(outcome.String())
+	default:
+		s.settle(r, m, msg, err, log)
+	}
+}
+
+// settle parks a message whose commit failed for good, or has it retried.
+func (s *Source) settle(r *run, m jetstream.Msg, msg Message, err error, log *slog.Logger) {
+	var invalid *Invalid
+	switch {
 	case errors.As(err, &invalid):
 		s.deadLetter(r, m, msg, invalid.Reason, log)
 	case r.maxDeliver > 0 && msg.Delivered >= uint64(r.maxDeliver):
@@ -439,7 +583,14 @@ func (s *Source) ack(r *run, m jetstream.Msg) error {
 
 // commit calls the sink, telling the server every AckWait/3 that the
 // message is still being worked on.
-func (s *Source) commit(r *run, m jetstream.Msg, msg Message) (Outcome, error) {
+func (s *Source) commit(r *run, m jetstream.Msg, msg Message) (out Outcome, err error) {
+	s.inProgress(r, []jetstream.Msg{m}, func() { out, err = s.sink.Commit(r.ctx, msg) })
+	return out, err
+}
+
+// inProgress runs fn, telling the server every AckWait/3 that the messages
+// are still being worked on.
+func (s *Source) inProgress(r *run, ms []jetstream.Msg, fn func()) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -450,15 +601,17 @@ func (s *Source) commit(r *run, m jetstream.Msg, msg Message) (Outcome, error) {
 			case <-stop:
 				return
 			case <-t.C:
-				if err := m.InProgress(); err != nil {
-					s.log.Warn("in-progress signal failed", "subject", msg.Subject, "seq", msg.StreamSeq, "err", err)
+				for _, m := range ms {
+					if err := m.InProgress(); err != nil {
+						s.log.Warn("in-progress signal failed", "subject", m.Subject(), "err", err)
+					}
 				}
 			}
 		}
 	})
-	// The ticker must be gone before the message is acked.
+	// The ticker must be gone before the messages are acked.
 	defer func() { close(stop); wg.Wait() }()
-	return s.sink.Commit(r.ctx, msg)
+	fn()
 }
 
 // deadLetter republishes the message's data to the dead-letter subject,
@@ -543,6 +696,7 @@ func (s *Source) close(ctx context.Context) error {
 		r.cancel()
 		r.cc.Stop()
 		r.nc.Close()
+		r.stopWorker()
 		s.log.Warn("hard stop: a message in flight will be redelivered after AckWait")
 		return fmt.Errorf("stream: close: %w", ctx.Err())
 	}
@@ -566,6 +720,7 @@ func (s *Source) close(ctx context.Context) error {
 	case <-ctx.Done():
 		return hardStop()
 	}
+	r.stopWorker()
 	r.cancel()
 	s.log.Info("stopped consuming")
 	return nil

@@ -1,0 +1,203 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/paysync/paysync"
+)
+
+// stmts prepares each statement once per transaction: a commit of many
+// small sources runs the same few statements hundreds of times.
+type stmts struct {
+	ctx context.Context
+	tx  *sql.Tx
+	m   map[string]*sql.Stmt
+}
+
+func newStmts(ctx context.Context, tx *sql.Tx) *stmts {
+	return &stmts{ctx: ctx, tx: tx, m: map[string]*sql.Stmt{}}
+}
+
+func (s *stmts) get(q string) (*sql.Stmt, error) {
+	if st, ok := s.m[q]; ok {
+		return st, nil
+	}
+	st, err := s.tx.PrepareContext(s.ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	s.m[q] = st
+	return st, nil
+}
+
+func (s *stmts) exec(q string, args ...any) (sql.Result, error) {
+	st, err := s.get(q)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(s.ctx, args...)
+}
+
+// queryRow returns the row of a prepared q; a prepare error surfaces at Scan.
+func (s *stmts) queryRow(q string, args ...any) *sql.Row {
+	st, err := s.get(q)
+	if err != nil {
+		return s.tx.QueryRowContext(s.ctx, q, args...)
+	}
+	return st.QueryRowContext(s.ctx, args...)
+}
+
+func (s *stmts) close() {
+	for _, st := range s.m {
+		st.Close()
+	}
+}
+
+// accumulator collects the accumulating pay parts of many intents, per
+// company in order, to add them to the open batches in one go.
+type accumulator struct {
+	order []string
+	by    map[string]*accPart
+}
+
+type accPart struct {
+	source int64 // the first contributing source opens a new batch
+	size   int
+	pps    []paysync.PlannedPayPart
+	ids    map[string]int64 // entry id → row id
+}
+
+func (a *accumulator) add(company string, source int64, size int, pps []paysync.PlannedPayPart, ids map[string]int64) {
+	if a.by == nil {
+		a.by = map[string]*accPart{}
+	}
+	p := a.by[company]
+	if p == nil {
+		p = &accPart{source: source, size: size, ids: map[string]int64{}}
+		a.by[company] = p
+		a.order = append(a.order, company)
+	}
+	p.pps = append(p.pps, pps...)
+	for _, pp := range pps {
+		for _, r := range pp.Entries {
+			if id, ok := ids[r.ID]; ok {
+				p.ids[r.ID] = id
+			}
+		}
+	}
+}
+
+// CommitImports commits many small intents (one per NATS message) in one
+// transaction: each in a savepoint, so that one refused intent (a
+// duplicate source, an entry already paid) is rolled back alone and
+// reported in errs at its index, while the others commit. Their
+// accumulating pay parts go to each company's open batches together. A
+// non-nil error means nothing was committed.
+func (l *Ledger) CommitImports(ctx context.Context, ins []ImportIntent) (out []Committed, errs []error, err error) {
+	// Refusals are rare (the caller looked the sources and entries up):
+	// first without savepoints, which cost two statements per intent.
+	out, errs, err = l.commitImports(ctx, ins, false)
+	if errors.Is(err, errRefused) {
+		out, errs, err = l.commitImports(ctx, ins, true)
+	}
+	return out, errs, err
+}
+
+// errRefused rolls back an attempt without savepoints when one intent fails.
+var errRefused = errors.New("an intent was refused")
+
+func (l *Ledger) commitImports(ctx context.Context, ins []ImportIntent, savepoints bool) (out []Committed, errs []error, err error) {
+	err = l.tx(ctx, "commit imports", func(tx *sql.Tx) error {
+		out, errs = make([]Committed, len(ins)), make([]error, len(ins))
+		st := newStmts(ctx, tx)
+		defer st.close()
+		now := l.ts()
+		var acc accumulator
+		for i, in := range ins {
+			if savepoints {
+				if _, err := st.exec(`SAVEPOINT intent`); err != nil {
+					return err
+				}
+			}
+			var one accumulator
+			c, ierr := commitIntent(st, in, now, &one)
+			switch {
+			case ierr != nil && !savepoints:
+				return errRefused
+			case ierr != nil:
+				if _, err := st.exec(`ROLLBACK TO intent`); err != nil {
+					return err
+				}
+				errs[i] = ierr
+			default:
+				out[i] = c
+				for _, company := range one.order {
+					p := one.by[company]
+					acc.add(company, p.source, p.size, p.pps, p.ids)
+				}
+			}
+			if savepoints {
+				if _, err := st.exec(`RELEASE intent`); err != nil {
+					return err
+				}
+			}
+		}
+		for _, company := range acc.order {
+			p := acc.by[company]
+			if _, err := accumulateStmts(st, company, p.source, p.pps, p.size, p.ids, now); err != nil {
+				return fmt.Errorf("company %s: %w", company, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, errs, nil
+}
+
+// SourcesByHash returns the committed sources among content hashes.
+func (l *Ledger) SourcesByHash(ctx context.Context, hashes []string) (map[string]Source, error) {
+	out := map[string]Source{}
+	const chunk = 500
+	for start := 0; start < len(hashes); start += chunk {
+		part := hashes[start:min(start+chunk, len(hashes))]
+		args := make([]any, len(part))
+		for i, h := range part {
+			args[i] = h
+		}
+		rows, err := l.db.QueryContext(ctx, `SELECT `+sourceCols+` FROM sources WHERE content_hash IN (`+placeholders(len(part))+`) AND kind <> 'replay' AND status = 'committed'`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("ledger: find sources: %w", err)
+		}
+		for rows.Next() {
+			s, err := scanSource(rows)
+			if err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("ledger: find sources: %w", err)
+			}
+			out[s.Hash] = s
+		}
+		if err := rows.Close(); err != nil {
+			return nil, fmt.Errorf("ledger: find sources: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// OldestUnsealed returns when the oldest open (unsealed) batch was
+// created, so that the sender can seal it exactly when it has lingered.
+func (l *Ledger) OldestUnsealed(ctx context.Context) (time.Time, bool, error) {
+	var at sql.NullString
+	if err := l.db.QueryRowContext(ctx, `SELECT min(created_at) FROM batches WHERE sealed = 0 AND state = 'pending'`).Scan(&at); err != nil {
+		return time.Time{}, false, fmt.Errorf("ledger: oldest open batch: %w", err)
+	}
+	if !at.Valid {
+		return time.Time{}, false, nil
+	}
+	return parseTS(at.String), true, nil
+}

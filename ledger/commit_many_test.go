@@ -1,0 +1,125 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/paysync/paysync"
+)
+
+// message builds the intent of one streaming message: one entry, one pay
+// part of company, accumulating.
+func message(t testing.TB, company, id string) ImportIntent {
+	e := ent("nats:"+id, 1, id, "1.5")
+	h, data, err := EntryHash(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := fmt.Sprintf(`{"id":%q,"hours":"1.5"}`, id)
+	return ImportIntent{
+		Source:     &NewSource{Kind: "nats", Name: "timesheets." + company, Format: "json", Hash: HashPayload([]byte(payload)), Payload: []byte(payload)},
+		Entries:    []NewEntry{{Entry: e, Hash: h, Status: EntryMapped, Data: data}},
+		PayParts:   []paysync.PlannedPayPart{pp(company, "emp-"+id, paysync.EntryRef{ID: id, Source: e.Source, Line: 1})},
+		BatchSize:  3,
+		Accumulate: true,
+	}
+}
+
+func TestCommitImports(t *testing.T) {
+	l, _ := newLedger(t)
+	ctx := t.Context()
+	var ins []ImportIntent
+	for i := range 5 {
+		ins = append(ins, message(t, []string{"A", "B"}[i%2], fmt.Sprintf("m-%d", i)))
+	}
+	out, errs, err := l.CommitImports(ctx, ins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range ins {
+		if errs[i] != nil || out[i].SourceID == 0 {
+			t.Fatalf("intent %d: %+v, %v", i, out[i], errs[i])
+		}
+	}
+	// A: 3 pay parts → one full (sealed) batch; B: 2 → one open batch.
+	open, err := l.OpenBatches(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(open) != 1 || open[0].CompanyID != "A" || open[0].Pending != 3 {
+		t.Fatalf("sealed open batches = %+v, want A's full batch of 3", open)
+	}
+	if n, err := l.Unsealed(ctx); err != nil || n != 2 {
+		t.Fatalf("Unsealed = %d, %v; want B's 2", n, err)
+	}
+	if at, ok, err := l.OldestUnsealed(ctx); err != nil || !ok || !at.Equal(t0) {
+		t.Fatalf("OldestUnsealed = %v, %v, %v; want %v", at, ok, err, t0)
+	}
+	got, err := l.SourcePayload(ctx, out[0].SourceID)
+	if err != nil || string(got) != string(ins[0].Source.Payload) {
+		t.Fatalf("SourcePayload = %q, %v (small payloads are stored raw and read back as they were)", got, err)
+	}
+
+	// The same messages again, plus a new one and a refused one (its entry
+	// id already paid with other content): each refused alone in its
+	// savepoint, the new one committed.
+	again := append([]ImportIntent{}, ins[0], message(t, "B", "m-new"))
+	changed := message(t, "A", "m-1")
+	changed.Source.Payload = []byte(`{"id":"m-1","hours":"9"}`)
+	changed.Source.Hash = HashPayload(changed.Source.Payload)
+	again = append(again, changed)
+	before := tableCounts(t, l)
+	out, errs, err = l.CommitImports(ctx, again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(errs[0], ErrDuplicateSource) {
+		t.Errorf("same source again: %v, want ErrDuplicateSource", errs[0])
+	}
+	if errs[1] != nil || out[1].SourceID == 0 {
+		t.Errorf("new message: %+v, %v", out[1], errs[1])
+	}
+	if errs[2] == nil {
+		t.Errorf("entry paid before, other content: committed as %+v", out[2])
+	}
+	after := tableCounts(t, l)
+	if after["sources"] != before["sources"]+1 || after["entries"] != before["entries"]+1 || after["pay_parts"] != before["pay_parts"]+1 {
+		t.Errorf("counts before %v after %v: want exactly one more source, entry and pay part", before, after)
+	}
+	if s, err := l.SourcesByHash(ctx, []string{ins[0].Source.Hash, again[1].Source.Hash, "nope"}); err != nil || len(s) != 2 || !ok(s, ins[0].Source.Hash) {
+		t.Errorf("SourcesByHash = %v, %v", s, err)
+	}
+}
+
+func ok(m map[string]Source, h string) bool { _, found := m[h]; return found }
+
+// BenchmarkCommitImports: groups of 256 one-entry messages (the NATS
+// intake's unit of work), each a source, an entry and a pay part, into
+// open batches of 100.
+func BenchmarkCommitImports(b *testing.B) {
+	l, err := Open(b.Context(), b.TempDir()+"/ledger.db", Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	const group = 256
+	n := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		ins := make([]ImportIntent, group)
+		for i := range ins {
+			ins[i] = message(b, fmt.Sprintf("C%d", n%4), fmt.Sprintf("b-%d", n))
+			ins[i].BatchSize = 100
+			n++
+		}
+		if _, errs, err := l.CommitImports(b.Context(), ins); err != nil || errors.Join(errs...) != nil {
+			b.Fatal(err, errors.Join(errs...))
+		}
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "messages/s")
+	var parts int
+	if err := l.db.QueryRow(`SELECT count(*) FROM pay_parts`).Scan(&parts); err != nil || parts != n {
+		b.Fatalf("%d pay parts, want %d (%v)", parts, n, err)
+	}
+}
