@@ -1,0 +1,60 @@
+package loadtest
+
+import (
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestRun is a small run of every scenario through the real binary: the
+// numbers are not judged here (BENCHMARKS.md is), only that the tool
+// measures what it says: every pay part created exactly once, full
+// batches on the happy path, latencies traced through the ledger, the
+// trickle within its bound plus slack for a loaded CI machine.
+func TestRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs paysync")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "paysync")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/paysync/paysync/cmd/paysync").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	rep, err := Run(t.Context(), Config{Paysync: bin, WorkDir: dir, Entries: 2000, Companies: 4, Batch: 50,
+		Linger: 100 * time.Millisecond, CSVLines: 3000, Trickle: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != 3 {
+		t.Fatalf("%d results, want nats, csv and trickle", len(rep.Results))
+	}
+	nats, csv, trickle := rep.Results[0], rep.Results[1], rep.Results[2]
+	for _, r := range rep.Results {
+		t.Logf("%s: %d entries, %d pay parts in %.2fs (%.0f/s); create calls/pp %.4f, API calls/pp %.4f; p50 %.1fms p99 %.1fms; RSS %.1f MiB, CPU %.2fs",
+			r.Scenario, r.Entries, r.PayParts, r.Seconds, r.PayPartsPerSec, r.CreateCallsPerPayPart, r.APICallsPerPayPart, r.LatencyP50Ms, r.LatencyP99Ms, r.PeakRSSMiB, r.CPUSeconds)
+		if r.PeakRSSMiB <= 0 || r.CPUSeconds <= 0 || r.Seconds <= 0 {
+			t.Errorf("%s: rusage or time missing: %+v", r.Scenario, r)
+		}
+	}
+	if nats.Scenario != "nats" || nats.PayParts != 2000 || nats.CreateCalls < 2000/50 {
+		t.Errorf("nats: %+v", nats)
+	}
+	// Every batch full but the last few of each company (linger).
+	if nats.CreateCalls > 2000/50+3*4 {
+		t.Errorf("nats: %d create calls for 2000 pay parts in batches of 50", nats.CreateCalls)
+	}
+	if nats.LatencyP50Ms <= 0 || nats.LatencyP99Ms < nats.LatencyP50Ms {
+		t.Errorf("nats latency p50 %.1f p99 %.1f", nats.LatencyP50Ms, nats.LatencyP99Ms)
+	}
+	// 3000 lines over 4 companies × 4 employees, one code: 16 pay parts.
+	if csv.Scenario != "csv" || csv.Entries != 3000 || csv.PayParts != 16 || csv.CreateCalls != 4 {
+		t.Errorf("csv: %+v", csv)
+	}
+	if trickle.Scenario != "trickle" || trickle.PayParts != 3 || trickle.CreateCalls != 3 {
+		t.Errorf("trickle: %+v", trickle)
+	}
+	if trickle.LatencyMaxMs < trickle.LingerMs || trickle.LatencyMaxMs > trickle.BoundMs+500 {
+		t.Errorf("trickle: max latency %.1f ms; linger %.0f ms, bound %.1f ms", trickle.LatencyMaxMs, trickle.LingerMs, trickle.BoundMs)
+	}
+}
