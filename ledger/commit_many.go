@@ -66,21 +66,23 @@ type accumulator struct {
 
 type accPart struct {
 	source int64 // the first contributing source opens a new batch
+	opened string // created_at of a batch it opens: its first entry's arrival
 	size   int
 	pps    []paysync.PlannedPayPart
 	ids    map[string]int64 // entry id → row id
 }
 
-func (a *accumulator) add(company string, source int64, size int, pps []paysync.PlannedPayPart, ids map[string]int64) {
+func (a *accumulator) add(company string, source int64, opened string, size int, pps []paysync.PlannedPayPart, ids map[string]int64) {
 	if a.by == nil {
 		a.by = map[string]*accPart{}
 	}
 	p := a.by[company]
 	if p == nil {
-		p = &accPart{source: source, size: size, ids: map[string]int64{}}
+		p = &accPart{source: source, opened: opened, size: size, ids: map[string]int64{}}
 		a.by[company] = p
 		a.order = append(a.order, company)
 	}
+	p.opened = min(p.opened, opened)
 	p.pps = append(p.pps, pps...)
 	for _, pp := range pps {
 		for _, r := range pp.Entries {
@@ -118,6 +120,7 @@ func (l *Ledger) commitImports(ctx context.Context, ins []ImportIntent, savepoin
 		now := l.ts()
 		var acc accumulator
 		for i, in := range ins {
+			in.opened = l.openedAt(in.Received)
 			if savepoints {
 				if _, err := st.exec(`SAVEPOINT intent`); err != nil {
 					return err
@@ -137,7 +140,7 @@ func (l *Ledger) commitImports(ctx context.Context, ins []ImportIntent, savepoin
 				out[i] = c
 				for _, company := range one.order {
 					p := one.by[company]
-					acc.add(company, p.source, p.size, p.pps, p.ids)
+					acc.add(company, p.source, p.opened, p.size, p.pps, p.ids)
 				}
 			}
 			if savepoints {
@@ -148,7 +151,7 @@ func (l *Ledger) commitImports(ctx context.Context, ins []ImportIntent, savepoin
 		}
 		for _, company := range acc.order {
 			p := acc.by[company]
-			if _, err := accumulateStmts(st, company, p.source, p.pps, p.size, p.ids, now); err != nil {
+			if _, err := accumulateStmts(st, company, p.source, p.pps, p.size, p.ids, now, p.opened); err != nil {
 				return fmt.Errorf("company %s: %w", company, err)
 			}
 		}
@@ -189,15 +192,36 @@ func (l *Ledger) SourcesByHash(ctx context.Context, hashes []string) (map[string
 	return out, nil
 }
 
-// OldestUnsealed returns when the oldest open (unsealed) batch was
-// created, so that the sender can seal it exactly when it has lingered.
-func (l *Ledger) OldestUnsealed(ctx context.Context) (time.Time, bool, error) {
-	var at sql.NullString
-	if err := l.db.QueryRowContext(ctx, `SELECT min(created_at) FROM batches WHERE sealed = 0 AND state = 'pending'`).Scan(&at); err != nil {
-		return time.Time{}, false, fmt.Errorf("ledger: oldest open batch: %w", err)
+// Lingering returns, per company with an open (unsealed) batch, when its
+// oldest one was opened: the sender seals each exactly when it has
+// lingered, and uses the wait to get ready for the company.
+func (l *Ledger) Lingering(ctx context.Context) (map[string]time.Time, error) {
+	rows, err := l.db.QueryContext(ctx, `SELECT company_id, min(created_at) FROM batches WHERE sealed = 0 AND state = 'pending' GROUP BY company_id`)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: open batches: %w", err)
 	}
-	if !at.Valid {
-		return time.Time{}, false, nil
+	defer rows.Close()
+	out := map[string]time.Time{}
+	for rows.Next() {
+		var c, at string
+		if err := rows.Scan(&c, &at); err != nil {
+			return nil, fmt.Errorf("ledger: open batches: %w", err)
+		}
+		out[c] = parseTS(at)
 	}
-	return parseTS(at.String), true, nil
+	return out, rows.Err()
+}
+
+// MaxLingerBack bounds how far back a batch's linger may start (see
+// ImportIntent.Received): a message that waited in the stream longer than
+// that, or a server clock ahead of ours, starts it now instead.
+const MaxLingerBack = time.Minute
+
+// openedAt is the created_at of a batch whose first entry was received.
+func (l *Ledger) openedAt(received time.Time) string {
+	now := l.now()
+	if received.IsZero() || received.After(now) || now.Sub(received) > MaxLingerBack {
+		received = now
+	}
+	return received.UTC().Format(tsLayout)
 }

@@ -53,8 +53,8 @@ func TestCommitImports(t *testing.T) {
 	if n, err := l.Unsealed(ctx); err != nil || n != 2 {
 		t.Fatalf("Unsealed = %d, %v; want B's 2", n, err)
 	}
-	if at, ok, err := l.OldestUnsealed(ctx); err != nil || !ok || !at.Equal(t0) {
-		t.Fatalf("OldestUnsealed = %v, %v, %v; want %v", at, ok, err, t0)
+	if m, err := l.Lingering(ctx); err != nil || len(m) != 1 || !m["B"].Equal(t0) {
+		t.Fatalf("Lingering = %v, %v; want B since %v", m, err, t0)
 	}
 	got, err := l.SourcePayload(ctx, out[0].SourceID)
 	if err != nil || string(got) != string(ins[0].Source.Payload) {

@@ -92,6 +92,11 @@ type ImportIntent struct {
 	// Rejected records the source as refused as a whole: only the source
 	// and its rejects are stored (no entries, no pay parts).
 	Rejected bool
+	// Received, for an accumulating intent, is when its input entered the
+	// system (NATS: stored in the stream): a batch it opens lingers from
+	// then. Zero, in the future, or more than MaxLingerBack ago: now.
+	Received time.Time
+	opened   string // Received as a batch's created_at (CommitImports)
 }
 
 // Committed says what an intent became.
@@ -202,10 +207,10 @@ func commitIntent(st *stmts, in ImportIntent, now string, acc *accumulator) (Com
 		pps := byCompany[c]
 		if in.Accumulate {
 			if acc != nil {
-				acc.add(c, out.SourceID, in.BatchSize, pps, ids)
+				acc.add(c, out.SourceID, in.opened, in.BatchSize, pps, ids)
 				continue
 			}
-			ids2, err := accumulateStmts(st, c, out.SourceID, pps, in.BatchSize, ids, now)
+			ids2, err := accumulateStmts(st, c, out.SourceID, pps, in.BatchSize, ids, now, now)
 			if err != nil {
 				return out, err
 			}
@@ -456,7 +461,7 @@ func HashPayload(b []byte) string { return hashHex(b) }
 
 // accumulateStmts appends pay parts to the company's open (unsealed)
 // batch, opening new ones as each fills up; a full batch is sealed at once.
-func accumulateStmts(st *stmts, company string, source int64, pps []paysync.PlannedPayPart, size int, ids map[string]int64, now string) ([]int64, error) {
+func accumulateStmts(st *stmts, company string, source int64, pps []paysync.PlannedPayPart, size int, ids map[string]int64, now, opened string) ([]int64, error) {
 	var out []int64
 	for len(pps) > 0 {
 		var bid int64
@@ -467,7 +472,8 @@ func accumulateStmts(st *stmts, company string, source int64, pps []paysync.Plan
 			if bid, err = insertBatchStmts(st, company, source, 0, 0, now); err != nil {
 				return nil, err
 			}
-			if _, err := st.exec(`UPDATE batches SET sealed = 0 WHERE id = ?`, bid); err != nil {
+			// created_at is when its first entry arrived: linger counts from then.
+			if _, err := st.exec(`UPDATE batches SET sealed = 0, created_at = ? WHERE id = ?`, opened, bid); err != nil {
 				return nil, err
 			}
 			n = 0

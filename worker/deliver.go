@@ -166,6 +166,12 @@ func (d *Deliverer) Deliver(ctx context.Context, batchIDs []int64) error {
 	return nil
 }
 
+// prepare gets ready to send to company: its snapshot, once per run.
+func (d *Deliverer) prepare(ctx context.Context, company string) error {
+	d.init()
+	return d.ensureSnapshot(ctx, company)
+}
+
 // ensureSnapshot records the company's existing pay parts as foreign before
 // the first send of this run. Never while one of its batches is unreconciled.
 func (d *Deliverer) ensureSnapshot(ctx context.Context, company string) error {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/ledger"
@@ -38,6 +39,9 @@ type MessageImporter struct {
 type Message struct {
 	Kind, Name string // e.g. "nats" and the subject
 	Payload    []byte
+	// Received is when the message entered the system (NATS: when the
+	// stream stored it); a batch's linger counts from its first entry's.
+	Received time.Time
 }
 
 // msgPlan is one message on its way through PlanMessages.
@@ -159,6 +163,7 @@ func (mi *MessageImporter) plan(ctx context.Context, m Message, p *msgPlan, rep 
 		Source:     &ledger.NewSource{Kind: m.Kind, Name: m.Name, Format: string(mapping.FormatJSON), Hash: p.hash, Payload: m.Payload},
 		BatchSize:  mi.BatchSize,
 		Accumulate: true,
+		Received:   m.Received,
 	}
 	mine := map[string]string{} // entry id → hash, within this message
 	for _, e := range p.entries {

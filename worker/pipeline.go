@@ -15,7 +15,7 @@ import (
 type PipelineLedger interface {
 	SealDue(ctx context.Context, linger time.Duration) error
 	OpenBatches(ctx context.Context, sourceID int64) ([]ledger.Batch, error)
-	OldestUnsealed(ctx context.Context) (time.Time, bool, error)
+	Lingering(ctx context.Context) (map[string]time.Time, error)
 }
 
 // Pipeline is the daemon's sending loop: it seals open batches that are
@@ -153,8 +153,19 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			continue
 		}
 		p.revoked.Store(false)
-		if at, ok, err := p.L.OldestUnsealed(ctx); err == nil && ok {
-			next = min(next, max(time.Until(at.Add(p.Linger)), 0))
+		if lingering, err := p.L.Lingering(ctx); err == nil {
+			for company, at := range lingering {
+				next = min(next, max(time.Until(at.Add(p.Linger)), 0))
+				// While its batch lingers, take the company's snapshot (one
+				// read per company and run), so that sending it is one call.
+				if err := p.deliverer(company).prepare(ctx, company); err != nil {
+					// Sending will need it too, and say so then; until
+					// then, look less often.
+					p.Log.Debug("reading pay parts before sending", "company", company, "err", err)
+					next = max(next, time.Second)
+					break
+				}
+			}
 		}
 		t.Stop()
 		select {

@@ -20,7 +20,8 @@ type Message struct {
 	Subject   string
 	MsgID     string // Nats-Msg-Id header ("" if none)
 	StreamSeq uint64
-	Delivered uint64 // delivery count (1 = first)
+	Delivered uint64    // delivery count (1 = first)
+	Stored    time.Time // when the stream stored it (the server's clock)
 	Data      []byte
 }
 
@@ -456,7 +457,7 @@ func message(m jetstream.Msg) Message {
 		msg.MsgID = h.Get(jetstream.MsgIDHeader)
 	}
 	if md, err := m.Metadata(); err == nil {
-		msg.StreamSeq, msg.Delivered = md.Sequence.Stream, md.NumDelivered
+		msg.StreamSeq, msg.Delivered, msg.Stored = md.Sequence.Stream, md.NumDelivered, md.Timestamp
 	}
 	return msg
 }
