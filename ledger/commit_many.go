@@ -65,7 +65,7 @@ type accumulator struct {
 }
 
 type accPart struct {
-	source int64 // the first contributing source opens a new batch
+	source int64  // the first contributing source opens a new batch
 	opened string // created_at of a batch it opens: its first entry's arrival
 	size   int
 	pps    []paysync.PlannedPayPart
