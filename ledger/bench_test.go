@@ -1,0 +1,145 @@
+package ledger
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/paysync/paysync"
+)
+
+// benchBatch is the size of the imports and batches of the benchmarks.
+const benchBatch = 100
+
+// openBenchLedger opens a fresh ledger file in b.TempDir() with the real
+// clock (newLedger takes a *testing.T); it is closed at the end.
+func openBenchLedger(b *testing.B) *Ledger {
+	b.Helper()
+	l, err := Open(b.Context(), filepath.Join(b.TempDir(), "ledger.db"), Options{})
+	if err != nil {
+		b.Fatalf("Open: %v", err)
+	}
+	b.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			b.Errorf("Close: %v", err)
+		}
+	})
+	return l
+}
+
+// benchIntent is import k: a file of n lines, n mapped entries and n pay
+// parts of company A (one per entry) in one batch. Entry ids and the
+// payload, hence its content hash, are unique per k.
+func benchIntent(b *testing.B, k, n int) ImportIntent {
+	b.Helper()
+	name := fmt.Sprintf("bench-%d.csv", k)
+	var payload strings.Builder
+	payload.WriteString("id,employee_id,hours\n")
+	es := make([]NewEntry, 0, n)
+	pps := make([]paysync.PlannedPayPart, 0, n)
+	for i := range n {
+		e := ent(name, i+1, fmt.Sprintf("k%d-e%d", k, i), "7.5")
+		h, _, err := EntryHash(e)
+		if err != nil {
+			b.Fatal(err)
+		}
+		es = append(es, NewEntry{Entry: e, Hash: h, Status: EntryMapped})
+		pps = append(pps, pp("A", e.EmployeeID, e.Ref()))
+		fmt.Fprintf(&payload, "%s,%s,7.5\n", e.ID, e.EmployeeID)
+	}
+	return ImportIntent{Source: src(name, payload.String()), Entries: es, PayParts: pps, BatchSize: n}
+}
+
+// countRows returns the number of rows of table matching where.
+func countRows(b *testing.B, l *Ledger, table, where string) int {
+	b.Helper()
+	var n int
+	if err := l.db.QueryRowContext(b.Context(), "SELECT count(*) FROM "+table+" WHERE "+where).Scan(&n); err != nil {
+		b.Fatalf("count %s: %v", table, err)
+	}
+	return n
+}
+
+// BenchmarkLedger_CommitImport commits an import of 100 entries and 100
+// pay parts (one batch) in one transaction to a SQLite file: the source
+// with its gzipped payload, entries, pay parts and their links. Building
+// the intent is not timed. It reports pay parts committed per second.
+func BenchmarkLedger_CommitImport(b *testing.B) {
+	l := openBenchLedger(b)
+	ctx := b.Context()
+	k := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		in := benchIntent(b, k, benchBatch)
+		k++
+		b.StartTimer()
+		c, err := l.CommitImport(ctx, in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(c.BatchIDs) != 1 {
+			b.Fatalf("%d batches, want 1", len(c.BatchIDs))
+		}
+	}
+	b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "payparts/s")
+
+	want := k * benchBatch
+	if got := countRows(b, l, "pay_parts", "state = 'pending'"); got != want {
+		b.Fatalf("the ledger holds %d pending pay parts, want %d", got, want)
+	}
+	if got := countRows(b, l, "entries", "status = 'mapped'"); got != want {
+		b.Fatalf("the ledger holds %d entries, want %d", got, want)
+	}
+	if got := countRows(b, l, "pay_part_entries", "1"); got != want {
+		b.Fatalf("the ledger holds %d pay part links, want %d", got, want)
+	}
+}
+
+// BenchmarkLedger_RecordCreated records the payroll ids of a 100-item
+// batch and the attempt's outcome in one transaction, as the sender does
+// after create_pay_parts answers. Committing the batch and BeginAttempt
+// are not timed. It reports pay parts recorded per second.
+func BenchmarkLedger_RecordCreated(b *testing.B) {
+	l := openBenchLedger(b)
+	ctx := b.Context()
+	k := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		c, err := l.CommitImport(ctx, benchIntent(b, k, benchBatch))
+		if err != nil {
+			b.Fatal(err)
+		}
+		batch := c.BatchIDs[0]
+		items, err := l.Items(ctx, batch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		att, err := l.BeginAttempt(ctx, batch, "create", len(items))
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids := make(map[int64]string, len(items))
+		for _, it := range items {
+			ids[it.ID] = fmt.Sprintf("payroll-%d-%d", k, it.Seq)
+		}
+		k++
+		b.StartTimer()
+		if err := l.RecordCreated(ctx, batch, att, ids, "ok"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "payparts/s")
+
+	if got, want := countRows(b, l, "pay_parts", "state = 'created' AND payroll_id IS NOT NULL"), k*benchBatch; got != want {
+		b.Fatalf("the ledger holds %d created pay parts, want %d", got, want)
+	}
+	if got := countRows(b, l, "batches", "state = 'created'"); got != k {
+		b.Fatalf("%d created batches, want %d", got, k)
+	}
+	if got := countRows(b, l, "attempts", "outcome = 'ok' AND finished_at IS NOT NULL"); got != k {
+		b.Fatalf("%d finished attempts, want %d", got, k)
+	}
+}
