@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -108,10 +107,29 @@ func TestRun_NATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	var dlMu sync.Mutex
-	var dead []*nats.Msg
-	if _, err := nc.Subscribe("paysync.deadletter", func(m *nats.Msg) { dlMu.Lock(); dead = append(dead, m); dlMu.Unlock() }); err != nil {
+	// Dead letters go to a stream of their own (as docs/runbook.md
+	// recommends): a core subscription would miss those published while
+	// this client reconnects after the server restart below.
+	js, err := jetstream.New(nc)
+	if err != nil {
 		t.Fatal(err)
+	}
+	dlq, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: "DEADLETTER", Subjects: []string{"paysync.deadletter"}, Storage: jetstream.FileStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadLetters := func() []*jetstream.RawStreamMsg {
+		info, err := dlq.Info(t.Context())
+		if err != nil {
+			return nil
+		}
+		var out []*jetstream.RawStreamMsg
+		for seq := uint64(1); seq <= info.State.LastSeq; seq++ {
+			if m, err := dlq.GetMsg(t.Context(), seq); err == nil {
+				out = append(out, m)
+			}
+		}
+		return out
 	}
 
 	// The daemon, in this process.
@@ -124,10 +142,6 @@ func TestRun_NATS(t *testing.T) {
 	}()
 	waitFor(t, "readyz", 20*time.Second, func() bool { c, _ := httpGet("http://" + httpAddr + "/readyz"); return c == 200 })
 
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	emps := []string{sandbox.EmpMetteHansen, sandbox.EmpLarsNielsen, sandbox.EmpSofieJensen, sandbox.EmpAndersPedersen}
 	pctx, pcancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer pcancel()
@@ -159,16 +173,14 @@ func TestRun_NATS(t *testing.T) {
 		}
 	}
 	waitFor(t, "every valid entry in payroll", 3*time.Minute, func() bool { return len(payrollKeys(s.sb)) >= valid })
-	waitFor(t, "dead letters", 30*time.Second, func() bool { dlMu.Lock(); defer dlMu.Unlock(); return len(dead) >= invalid })
+	waitFor(t, "dead letters", 30*time.Second, func() bool { return len(deadLetters()) >= invalid })
 	time.Sleep(300 * time.Millisecond) // nothing more may arrive
 	if got := len(payrollKeys(s.sb)); got != valid {
 		t.Fatalf("payroll holds %d pay parts, want %d", got, valid)
 	}
-	dlMu.Lock()
-	if len(dead) != invalid || !strings.Contains(dead[0].Header.Get("Paysync-Reason"), "MV8xXzk5") {
+	if dead := deadLetters(); len(dead) != invalid || !strings.Contains(dead[0].Header.Get("Paysync-Reason"), "MV8xXzk5") {
 		t.Errorf("dead letters: %d (want %d), first reason %q", len(dead), invalid, dead[0].Header.Get("Paysync-Reason"))
 	}
-	dlMu.Unlock()
 
 	_, body := httpGet("http://" + httpAddr + "/metrics")
 	for _, want := range []string{`paysync_entries_total{outcome="committed",source="nats"}`, `paysync_pay_parts_total{outcome="created"}`,

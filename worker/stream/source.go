@@ -630,6 +630,11 @@ func (s *Source) deadLetter(r *run, m jetstream.Msg, msg Message, reason string,
 
 	ctx, cancel := context.WithTimeout(r.ctx, publishTimeout)
 	defer cancel()
+	// While the connection is being re-established (a server restart), a
+	// publish would fail or sit in the reconnect buffer unconfirmed, and
+	// the nak too: the message would come back only after AckWait. Wait
+	// for the connection instead (within the publish timeout).
+	waitConnected(ctx, r.nc)
 	var err error
 	if r.dlqStream != "" {
 		_, err = r.js.PublishMsg(ctx, dl)
@@ -656,6 +661,17 @@ func (s *Source) deadLetter(r *run, m jetstream.Msg, msg Message, reason string,
 	}
 	log.Error("message dead-lettered", "reason", reason, "dead_letter", s.cfg.DeadLetter)
 	s.observe("invalid")
+}
+
+// waitConnected returns when nc is connected or ctx ends.
+func waitConnected(ctx context.Context, nc *nats.Conn) {
+	for !nc.IsConnected() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func (s *Source) observe(outcome string) {
