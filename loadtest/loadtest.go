@@ -4,7 +4,7 @@
 // NATS, `paysync import` for files), feeds it entries, waits until every
 // pay part exists in the sandbox, and reports throughput, API calls per
 // pay part, publish → created latency, and paysync's own peak RSS and CPU
-// seconds (from the kernel's rusage of the child process).
+// seconds (VmHWM sampled from /proc, and the kernel's rusage).
 //
 // cmd/paysync-load is its command line; BENCHMARKS.md has the figures.
 package loadtest
@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -105,7 +106,7 @@ type Result struct {
 	BoundMs        float64 `json:"bound_ms,omitempty"`
 	RoundTripMs    float64 `json:"round_trip_ms,omitempty"`
 	PublishSeconds float64 `json:"publish_seconds,omitempty"`
-	PeakRSSMiB     float64 `json:"peak_rss_mib"` // paysync's, from rusage
+	PeakRSSMiB     float64 `json:"peak_rss_mib"` // paysync's VmHWM (sampled every 20 ms)
 	CPUSeconds     float64 `json:"cpu_seconds"`  // paysync's user + system
 	CPUPerSec      float64 `json:"cpu_per_sec"`  // cores paysync kept busy
 	// HarnessCPUSeconds is this process's CPU over the scenario: NATS,
@@ -306,6 +307,7 @@ type proc struct {
 	err    error
 	out    strings.Builder
 	mu     sync.Mutex
+	hwm    atomic.Int64 // KiB: the largest VmHWM read from /proc
 }
 
 func (e *env) start(args []string, extra ...string) (*proc, error) {
@@ -316,8 +318,43 @@ func (e *env) start(args []string, extra ...string) (*proc, error) {
 	if err := p.cmd.Start(); err != nil {
 		return nil, err
 	}
+	go p.watch()
 	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
 	return p, nil
+}
+
+// watch reads the process's VmHWM every 20 ms until it exits. The kernel's
+// rusage cannot be used for peak RSS here: a child started by vfork+exec
+// reports the parent's high-water mark when that is higher (and the load
+// tool holds NATS and the sandbox).
+func (p *proc) watch() {
+	file := fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid)
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if kib, ok := readHWM(file); ok && kib > p.hwm.Load() {
+			p.hwm.Store(kib)
+		}
+		select {
+		case <-p.exited:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func readHWM(file string) (int64, bool) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }
 
 type lockedWriter struct{ p *proc }
@@ -342,6 +379,9 @@ func (p *proc) stop(r *Result) error {
 	select {
 	case <-p.exited:
 	default:
+		if kib, ok := readHWM(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid)); ok && kib > p.hwm.Load() {
+			p.hwm.Store(kib)
+		}
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-p.exited:
@@ -359,8 +399,8 @@ func (p *proc) stop(r *Result) error {
 }
 
 func (p *proc) usage(r *Result) {
+	r.PeakRSSMiB = float64(p.hwm.Load()) / 1024
 	if ru, ok := p.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.PeakRSSMiB = float64(ru.Maxrss) / 1024 // KiB on Linux
 		r.CPUSeconds = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 	}
 }

@@ -187,11 +187,24 @@ func fetchProfile(addr, file string, d time.Duration) error {
 	if resp.StatusCode != 200 {
 		return fmt.Errorf("/debug/pprof/profile: %s", resp.Status)
 	}
+	if err := save(resp.Body, file); err != nil {
+		return err
+	}
+	// The heap as the profile ends, beside it.
+	resp, err = http.Get(fmt.Sprintf("http://%s/debug/pprof/heap", addr))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return save(resp.Body, file+".heap")
+}
+
+func save(r io.Reader, file string) error {
 	f, err := os.Create(file)
 	if err != nil {
 		return err
 	}
-	if _, err := io.Copy(f, resp.Body); err != nil {
+	if _, err := io.Copy(f, r); err != nil {
 		f.Close()
 		return err
 	}
