@@ -213,9 +213,11 @@ func (l *Ledger) Lingering(ctx context.Context) (map[string]time.Time, error) {
 }
 
 // MaxLingerBack bounds how far back a batch's linger may start (see
-// ImportIntent.Received): a message that waited in the stream longer than
-// that, or a server clock ahead of ours, starts it now instead.
-const MaxLingerBack = time.Minute
+// ImportIntent.Received). A message that waited in the stream longer than
+// that is part of a backlog: its batch starts lingering now, so that it
+// fills up rather than being sent part-full at once. A server clock ahead
+// of ours starts it now too.
+const MaxLingerBack = 100 * time.Millisecond
 
 // openedAt is the created_at of a batch whose first entry was received.
 func (l *Ledger) openedAt(received time.Time) string {
