@@ -227,3 +227,10 @@ func (l *Ledger) openedAt(received time.Time) string {
 	}
 	return received.UTC().Format(tsLayout)
 }
+
+// SealedPendingAfter lists a company's sealed, pending batches with an id
+// above after, oldest first, at most limit: what the sender takes next
+// for the company without a new look at everything.
+func (l *Ledger) SealedPendingAfter(ctx context.Context, company string, after int64, limit int) ([]Batch, error) {
+	return l.queryBatches(ctx, `WHERE b.company_id = ? AND b.state = 'pending' AND b.sealed = 1 AND b.id > ? ORDER BY b.id LIMIT ?`, company, after, limit)
+}

@@ -16,12 +16,18 @@ type PipelineLedger interface {
 	SealDue(ctx context.Context, linger time.Duration) error
 	OpenBatches(ctx context.Context, sourceID int64) ([]ledger.Batch, error)
 	Lingering(ctx context.Context) (map[string]time.Time, error)
+	SealedPendingAfter(ctx context.Context, company string, after int64, limit int) ([]ledger.Batch, error)
 }
 
 // Pipeline is the daemon's sending loop: it seals open batches that are
 // full or have lingered, and delivers every sealed open batch, oldest
 // first (so a company's batches keep their order). Sources only commit to
 // the ledger; they never wait for the payroll API.
+//
+// Each company with work gets its own worker (up to InFlight at once, one
+// per company): it sends the company's batches one after the other and
+// keeps taking those sealed meanwhile, never waiting for another
+// company's calls.
 type Pipeline struct {
 	L        PipelineLedger
 	D        *Deliverer    // the template: each company gets its own copy
@@ -34,9 +40,13 @@ type Pipeline struct {
 	wake    chan struct{}
 	stop    chan struct{}
 	once    sync.Once
+	sem     chan struct{}
+	workers sync.WaitGroup
 
 	mu   sync.Mutex
 	perC map[string]*Deliverer
+	busy map[string]bool // companies with a worker running
+	errs []error         // workers' failures since the last look
 }
 
 // Stats sums what the per-company deliverers did.
@@ -88,6 +98,8 @@ func (p *Pipeline) Wake() {
 
 // Init prepares the pipeline; call before Run and Wake.
 func (p *Pipeline) Init() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.Tick <= 0 {
 		p.Tick = max(p.Linger/4, 20*time.Millisecond)
 	}
@@ -103,23 +115,32 @@ func (p *Pipeline) Init() {
 	if p.stop == nil {
 		p.stop = make(chan struct{})
 	}
+	if p.sem == nil {
+		p.sem = make(chan struct{}, p.InFlight)
+	}
+	if p.busy == nil {
+		p.busy = map[string]bool{}
+	}
 }
 
-// Stop asks Run to return after the look it is in: a call in flight is
-// finished, not cut (cancel Run's context for that).
+// Stop asks Run to return once its workers have finished the batch they
+// are sending: a call in flight is finished, not cut (cancel Run's context
+// for that).
 func (p *Pipeline) Stop() {
 	p.Init()
 	p.once.Do(func() { close(p.stop) })
 }
 
-// Run loops until ctx ends. Failures are logged and retried on the next
-// look; a revoked token pauses sending (everything stays pending) and is
-// retried every 30 s, so that a re-connected account resumes by itself.
+// Run loops until ctx ends or Stop. Failures are logged and retried on a
+// later look; a revoked token pauses sending (everything stays pending)
+// and is retried every 30 s, so that a re-connected account resumes by
+// itself.
 func (p *Pipeline) Run(ctx context.Context) error {
 	p.Init()
-	// A look happens on a wake (a source committed), when the oldest open
-	// batch has lingered (so that a lone entry waits linger, not linger
-	// plus a tick), and every Tick regardless.
+	defer p.workers.Wait()
+	// A look happens on a wake (a source committed, a worker finished),
+	// when the oldest open batch has lingered (so that a lone entry waits
+	// linger, not linger plus a tick), and every Tick regardless.
 	t := time.NewTimer(p.Tick)
 	defer t.Stop()
 	var pauseUntil time.Time
@@ -134,10 +155,14 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		}
 		next := p.Tick
 		if time.Now().Before(pauseUntil) {
-			t.Reset(time.Until(pauseUntil))
+			resetTimer(t, time.Until(pauseUntil))
 			continue
 		}
-		if err := p.Flush(ctx, p.Linger); err != nil {
+		err := p.look(ctx, p.Linger)
+		if err == nil {
+			err = p.takeErrs()
+		}
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -149,13 +174,16 @@ func (p *Pipeline) Run(ctx context.Context) error {
 				p.Log.Warn("delivery failed; retrying on the next look", "err", err)
 				pauseUntil = time.Now().Add(time.Second)
 			}
-			t.Reset(time.Until(pauseUntil))
+			resetTimer(t, time.Until(pauseUntil))
 			continue
 		}
 		p.revoked.Store(false)
 		if lingering, err := p.L.Lingering(ctx); err == nil {
 			for company, at := range lingering {
 				next = min(next, max(time.Until(at.Add(p.Linger)), 0))
+				if p.isBusy(company) {
+					continue
+				}
 				// While its batch lingers, take the company's snapshot (one
 				// read per company and run), so that sending it is one call.
 				if err := p.deliverer(company).prepare(ctx, company); err != nil {
@@ -167,19 +195,42 @@ func (p *Pipeline) Run(ctx context.Context) error {
 				}
 			}
 		}
-		t.Stop()
-		select {
-		case <-t.C:
-		default:
-		}
-		t.Reset(next)
+		resetTimer(t, next)
 	}
 }
 
-// Flush seals what lingered at least linger (0: everything) and delivers
-// every sealed open batch: companies in parallel (up to InFlight), each
-// company's batches in order.
-func (p *Pipeline) Flush(ctx context.Context, linger time.Duration) error {
+func resetTimer(t *time.Timer, d time.Duration) {
+	t.Stop()
+	select {
+	case <-t.C:
+	default:
+	}
+	t.Reset(max(d, 0))
+}
+
+func (p *Pipeline) isBusy(company string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.busy[company]
+}
+
+// takeErrs returns (and forgets) the workers' failures; a revocation wins.
+func (p *Pipeline) takeErrs() error {
+	p.mu.Lock()
+	errs := p.errs
+	p.errs = nil
+	p.mu.Unlock()
+	for _, err := range errs {
+		if errors.Is(err, ErrRevoked) {
+			return err
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// look seals what lingered at least linger (0: everything) and starts a
+// worker for every company with sealed open batches that has none.
+func (p *Pipeline) look(ctx context.Context, linger time.Duration) error {
 	p.Init()
 	if err := p.L.SealDue(ctx, linger); err != nil {
 		return err
@@ -196,22 +247,75 @@ func (p *Pipeline) Flush(ctx context.Context, linger time.Duration) error {
 		}
 		byCompany[b.CompanyID] = append(byCompany[b.CompanyID], b.ID)
 	}
-	sem := make(chan struct{}, p.InFlight)
-	var wg sync.WaitGroup
-	errs := make([]error, len(companies))
-	for i, c := range companies {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = p.deliverer(c).Deliver(ctx, byCompany[c])
-		}()
+	for _, c := range companies {
+		p.mu.Lock()
+		if p.busy[c] {
+			p.mu.Unlock()
+			continue
+		}
+		p.busy[c] = true
+		p.mu.Unlock()
+		p.workers.Add(1)
+		go p.work(ctx, c, byCompany[c])
 	}
-	wg.Wait()
-	for _, err := range errs {
-		if errors.Is(err, ErrRevoked) {
+	return nil
+}
+
+// work is a company's worker: it waits for a sending slot, drains the
+// company, and asks for a look when done.
+func (p *Pipeline) work(ctx context.Context, company string, ids []int64) {
+	defer p.workers.Done()
+	var err error
+	select {
+	case p.sem <- struct{}{}:
+		err = p.drain(ctx, company, ids)
+		<-p.sem
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	p.mu.Lock()
+	p.busy[company] = false
+	if err != nil {
+		p.errs = append(p.errs, err)
+	}
+	p.mu.Unlock()
+	p.Wake()
+}
+
+// drain delivers a company's batches, then keeps taking the ones sealed
+// meanwhile (full batches are sealed as intake fills them), so that a busy
+// company is not held back until the next look.
+func (p *Pipeline) drain(ctx context.Context, company string, ids []int64) error {
+	d := p.deliverer(company)
+	for len(ids) > 0 {
+		if err := d.Deliver(ctx, ids); err != nil {
 			return err
 		}
+		select {
+		case <-p.stop:
+			return nil
+		default:
+		}
+		more, err := p.L.SealedPendingAfter(ctx, company, ids[len(ids)-1], 16)
+		if err != nil {
+			return err
+		}
+		ids = ids[:0]
+		for _, b := range more {
+			ids = append(ids, b.ID)
+		}
 	}
-	return errors.Join(errs...)
+	return nil
+}
+
+// Flush seals what lingered at least linger (0: everything) and delivers
+// every sealed open batch — companies in parallel (up to InFlight), each
+// company's batches in order — and returns when they are sent (for --once
+// and the last flush at shutdown; not while Run runs).
+func (p *Pipeline) Flush(ctx context.Context, linger time.Duration) error {
+	if err := p.look(ctx, linger); err != nil {
+		return err
+	}
+	p.workers.Wait()
+	return p.takeErrs()
 }

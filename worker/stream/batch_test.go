@@ -80,8 +80,8 @@ func TestSource_Batches(t *testing.T) {
 	if slices.Max(sizes) < 2 {
 		t.Errorf("groups %v: never more than one message at a time", sizes)
 	}
-	if slices.Max(sizes) > cfg.withDefaults().MaxAckPending {
-		t.Errorf("a group of %d exceeds MaxAckPending", slices.Max(sizes))
+	if slices.Max(sizes) > cfg.withDefaults().MaxBatch {
+		t.Errorf("a group of %d exceeds MaxBatch", slices.Max(sizes))
 	}
 	if obs.get("committed") != n-1 || obs.get("invalid") != 1 {
 		t.Errorf("outcomes %v", obs.n)

@@ -21,6 +21,7 @@ const (
 	DefaultMaxDeliver      = 20
 	DefaultMaxAckPending   = 1024
 	DefaultPullMaxMessages = 256
+	DefaultMaxBatch        = 64
 	DefaultNakDelay        = 2 * time.Second
 	DefaultName            = "paysync"
 
@@ -66,6 +67,10 @@ type Config struct {
 	MaxAckPending int
 	// PullMaxMessages bounds the messages buffered in the client.
 	PullMaxMessages int
+	// MaxBatch bounds the messages a BatchSink gets at once (default
+	// DefaultMaxBatch): larger groups commit with fewer transactions but
+	// hold the ledger's single writer longer, delaying the sender.
+	MaxBatch int
 	// NakDelay is the first retry delay; it doubles per delivery, capped
 	// at one minute.
 	NakDelay time.Duration
@@ -106,6 +111,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PullMaxMessages == 0 {
 		c.PullMaxMessages = DefaultPullMaxMessages
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = DefaultMaxBatch
 	}
 	if c.NakDelay == 0 {
 		c.NakDelay = DefaultNakDelay

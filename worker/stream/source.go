@@ -36,7 +36,7 @@ type Sink interface {
 
 // BatchSink is a Sink that commits many messages at once (one ledger
 // transaction). The source hands it every message it has at hand, up to
-// MaxAckPending, without waiting for more: a lone message goes alone.
+// MaxBatch, without waiting for more: a lone message goes alone.
 // CommitBatch returns one Result per message, in order; each is treated as
 // Commit's return would be.
 type BatchSink interface {
@@ -386,14 +386,14 @@ func (s *Source) handle(r *run, m jetstream.Msg) {
 }
 
 // work takes the queued messages — as many as are at hand, up to
-// MaxAckPending, for a BatchSink; one at a time otherwise — and processes
+// MaxBatch, for a BatchSink; one at a time otherwise — and processes
 // them while holding the turn.
 func (s *Source) work(r *run) {
 	defer close(r.workDone)
 	bs, batching := s.sink.(BatchSink)
 	limit := 1
 	if batching {
-		limit = max(1, s.cfg.MaxAckPending)
+		limit = max(1, min(s.cfg.MaxBatch, s.cfg.MaxAckPending))
 	}
 	for {
 		var group []jetstream.Msg
