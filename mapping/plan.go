@@ -11,14 +11,17 @@ import (
 // employee × code × rate × rule within one import (when the rules say so),
 // each pay part keeping the entries it came from.
 //
-// Memory grows with the number of entries (every pay part keeps its entry
-// references and duplicate ids are detected); the streaming part of an
-// import (reading, mapping, validating) does not.
+// A Planner from NewPlanner keeps every entry reference and detects
+// duplicate entry ids, so its memory grows with the number of entries. One
+// from NewStreamPlanner keeps only what each pay part sums (bounded by the
+// distinct company × employee × code × rate × rule, or by nothing at all
+// without aggregation): imports of any size.
 type Planner struct {
 	rules  *Rules
 	wire   WireChecker
+	stream bool
 	groups map[groupKey]*group
-	order  []*group
+	order  []*group // aggregating: every group; a stream without aggregation: those not yet taken
 	seen   map[seenKey]paysync.EntryRef
 	n      int
 }
@@ -31,11 +34,14 @@ type groupKey struct {
 }
 
 type group struct {
+	index int  // in order of first appearance, from 0
 	line  Line // the first line: company, employee, code, rate, sources
 	hours paysync.Hours
 	units decimal.NullDecimal
 	amt   decimal.NullDecimal
-	refs  []paysync.EntryRef
+	first paysync.EntryRef
+	n     int                // lines summed
+	refs  []paysync.EntryRef // every entry (not kept by a stream planner)
 }
 
 // NewPlanner returns a Planner under rules (nil: DefaultRules).
@@ -44,6 +50,16 @@ func NewPlanner(rules *Rules, wire WireChecker) *Planner {
 		rules = DefaultRules()
 	}
 	return &Planner{rules: rules, wire: wire, groups: map[groupKey]*group{}, seen: map[seenKey]paysync.EntryRef{}}
+}
+
+// NewStreamPlanner returns a Planner for imports too large to keep every
+// entry: lines go in with Place, pay parts come out with Take. It keeps no
+// entry references (the caller records which pay part each line went
+// into) and does not detect duplicate entry ids (the caller must).
+func NewStreamPlanner(rules *Rules, wire WireChecker) *Planner {
+	p := NewPlanner(rules, wire)
+	p.stream, p.seen = true, nil
+	return p
 }
 
 // Add adds a mapped, not skipped line. An entry id seen before in this
@@ -56,18 +72,30 @@ func (p *Planner) Add(l Line) error {
 			Hint: "entry ids must be unique per source; fix the export"}
 	}
 	p.seen[sk] = l.Ref
+	p.Place(l)
+	return nil
+}
+
+// Place adds a mapped, not skipped line and returns the index of the pay
+// part it went into: pay parts are numbered from 0 in order of first
+// appearance.
+func (p *Planner) Place(l Line) int {
 	k := groupKey{company: l.CompanyID, employee: l.EmployeeID, code: l.Code, rule: l.Rule, rate: "-"}
 	if l.Rate.Valid {
 		k.rate = l.Rate.Decimal.String()
 	}
+	var g *group
 	if !p.rules.Aggregate {
-		p.n++
 		k.seq = p.n
+	} else {
+		g = p.groups[k]
 	}
-	g := p.groups[k]
 	if g == nil {
-		g = &group{line: l}
-		p.groups[k] = g
+		g = &group{index: p.n, line: l, first: l.Ref}
+		p.n++
+		if p.rules.Aggregate || !p.stream {
+			p.groups[k] = g
+		}
 		p.order = append(p.order, g)
 	}
 	if l.UnitsFromHours {
@@ -75,8 +103,11 @@ func (p *Planner) Add(l Line) error {
 	}
 	g.units = addNull(g.units, l.Units)
 	g.amt = addNull(g.amt, l.Amount)
-	g.refs = append(g.refs, l.Ref)
-	return nil
+	g.n++
+	if !p.stream {
+		g.refs = append(g.refs, l.Ref)
+	}
+	return g.index
 }
 
 func addNull(a, b decimal.NullDecimal) decimal.NullDecimal {
@@ -95,52 +126,91 @@ func (p *Planner) PayParts() ([]paysync.PlannedPayPart, []error) {
 	out := make([]paysync.PlannedPayPart, 0, len(p.order))
 	var probs []error
 	for _, g := range p.order {
-		l := g.line
-		pp := paysync.PlannedPayPart{
-			CompanyID:    l.CompanyID,
-			PayPartInput: paysync.PayPartInput{EmployeeID: l.EmployeeID, Code: l.Code},
-			EmployeeName: l.EmployeeName,
-			Description:  l.Description,
-			Rule:         l.Rule,
-			Entries:      g.refs,
+		pp, gp := p.finish(g)
+		if len(gp) > 0 {
+			probs = append(probs, gp...)
+			continue
 		}
-		pp.Units = g.units
-		if l.UnitsFromHours {
-			pp.Units = decimal.NewNullDecimal(g.hours.Round(p.rules.Places, p.rules.Rounding))
+		out = append(out, pp)
+	}
+	return out, probs
+}
+
+// Placed is a pay part of a stream planner.
+type Placed struct {
+	Index   int                    // the index Place returned for its lines
+	PayPart paysync.PlannedPayPart // without Entries
+	Entries int                    // the number of lines it sums
+	// Problems say why the pay part cannot be sent (a value the wire
+	// cannot carry, a missing factor): it is then left out.
+	Problems []error
+}
+
+// Take returns the pay parts that are complete, each once, in order of
+// first appearance. Without aggregation every pay part is complete as soon
+// as its line is placed; with it, only at the end: final.
+func (p *Planner) Take(final bool) []Placed {
+	if p.rules.Aggregate && !final {
+		return nil
+	}
+	out := make([]Placed, len(p.order))
+	for i, g := range p.order {
+		pp, probs := p.finish(g)
+		pp.Entries = nil
+		out[i] = Placed{Index: g.index, PayPart: pp, Entries: g.n, Problems: probs}
+	}
+	if p.stream && !p.rules.Aggregate {
+		clear(p.order)
+		p.order = p.order[:0]
+	} else {
+		p.order = nil
+	}
+	return out
+}
+
+// finish computes g's pay part, or the problems that keep it from being
+// sent.
+func (p *Planner) finish(g *group) (paysync.PlannedPayPart, []error) {
+	l := g.line
+	pp := paysync.PlannedPayPart{
+		CompanyID:    l.CompanyID,
+		PayPartInput: paysync.PayPartInput{EmployeeID: l.EmployeeID, Code: l.Code},
+		EmployeeName: l.EmployeeName,
+		Description:  l.Description,
+		Rule:         l.Rule,
+		Entries:      g.refs,
+	}
+	pp.Units = g.units
+	if l.UnitsFromHours {
+		pp.Units = decimal.NewNullDecimal(g.hours.Round(p.rules.Places, p.rules.Rounding))
+	}
+	pp.Rate = l.Rate
+	pp.Amount = g.amt
+	first := g.first
+	prob := func(field, msg, hint string) *Problem {
+		if g.n > 1 {
+			msg += fmt.Sprintf(" (pay part of %d entries)", g.n)
 		}
-		pp.Rate = l.Rate
-		pp.Amount = g.amt
-		first := g.refs[0]
-		prob := func(field, msg, hint string) *Problem {
-			if len(g.refs) > 1 {
-				msg += fmt.Sprintf(" (pay part of %d entries)", len(g.refs))
-			}
-			return &Problem{Source: first.Source, Line: first.Line, EntryID: first.ID, Field: field, Msg: msg, Hint: hint}
+		return &Problem{Source: first.Source, Line: first.Line, EntryID: first.ID, Field: field, Msg: msg, Hint: hint}
+	}
+	if s := l.AmountProduct; s != nil {
+		a, b := p.operand(s.Operands[0], pp, g), p.operand(s.Operands[1], pp, g)
+		if !a.Valid || !b.Valid {
+			return pp, []error{prob("amount", fmt.Sprintf("amount = %s, but a factor is missing", s), "give the rule the rate (or units) the product uses")}
 		}
-		if s := l.AmountProduct; s != nil {
-			a, b := p.operand(s.Operands[0], pp, g), p.operand(s.Operands[1], pp, g)
-			if !a.Valid || !b.Valid {
-				probs = append(probs, prob("amount", fmt.Sprintf("amount = %s, but a factor is missing", s), "give the rule the rate (or units) the product uses"))
-				continue
-			}
-			pp.Amount = decimal.NewNullDecimal(p.rules.Rounding.Round(a.Decimal.Mul(b.Decimal), p.rules.Places))
-		}
-		bad := false
-		if p.wire != nil {
-			for _, f := range paysync.Fields {
-				if v := pp.Get(f); v.Valid {
-					if err := p.wire.CheckWire(f, v.Decimal); err != nil {
-						probs = append(probs, prob(string(f), err.Error(), "round it in the source, or set rounding.places in the rules file"))
-						bad = true
-					}
+		pp.Amount = decimal.NewNullDecimal(p.rules.Rounding.Round(a.Decimal.Mul(b.Decimal), p.rules.Places))
+	}
+	var probs []error
+	if p.wire != nil {
+		for _, f := range paysync.Fields {
+			if v := pp.Get(f); v.Valid {
+				if err := p.wire.CheckWire(f, v.Decimal); err != nil {
+					probs = append(probs, prob(string(f), err.Error(), "round it in the source, or set rounding.places in the rules file"))
 				}
 			}
 		}
-		if !bad {
-			out = append(out, pp)
-		}
 	}
-	return out, probs
+	return pp, probs
 }
 
 func (p *Planner) operand(s *Source, pp paysync.PlannedPayPart, g *group) decimal.NullDecimal {
