@@ -26,7 +26,19 @@ type FileImporter interface {
 	Import(ctx context.Context, kind, name string, payload []byte) (worker.Report, error)
 }
 
-var _ FileImporter = (*worker.Importer)(nil)
+// StreamImporter is an importer that reads a file as it imports it
+// instead of taking it whole (*worker.Importer is one): the inbox then
+// hands it the open file, and a file's size is bounded only by
+// Config.MaxFileSize. r can seek; reading it fails (and so must the
+// import, committing nothing) when the file changes meanwhile.
+type StreamImporter interface {
+	ImportFrom(ctx context.Context, kind, name string, r io.Reader) (worker.Report, error)
+}
+
+var (
+	_ FileImporter   = (*worker.Importer)(nil)
+	_ StreamImporter = (*worker.Importer)(nil)
+)
 
 // Policy says what becomes of a file with problems.
 type Policy string
@@ -54,8 +66,12 @@ const (
 // Defaults of Config.
 const (
 	DefaultSchedule    = "@every 1m"
-	DefaultMaxFileSize = 256 << 20
+	DefaultMaxFileSize = 4 << 30
 )
+
+// maxInMemory bounds a file an importer that is not a StreamImporter takes
+// whole.
+const maxInMemory = 256 << 20
 
 // Folders inside the inbox.
 const (
@@ -78,7 +94,7 @@ type Config struct {
 	Dir         string        // the inbox folder (must exist): PAYSYNC_INBOX
 	Patterns    []string      // glob patterns of file names to take, matched without regard to case (default *.csv, *.json, *.ndjson, *.txt)
 	Schedule    string        // cron spec, seconds optional, descriptors and a CRON_TZ=Area/City prefix allowed (default "@every 1m"): PAYSYNC_SCHEDULE
-	MaxFileSize int64         // larger files go to failed/ with a report (default 256 MiB)
+	MaxFileSize int64         // larger files go to failed/ with a report (default 4 GiB; at most 256 MiB unless the importer is a StreamImporter)
 	Policy      Policy        // default AllOrNothing
 	SettleLook  time.Duration // > 0: one poll looks twice this far apart instead of needing two polls (run --once)
 	Logger      *slog.Logger  // default: discard
@@ -521,7 +537,7 @@ func (in *Inbox) take(ctx context.Context, c candidate) (FileResult, error) {
 		return in.finish(fr, c, OutcomeRefused, FailedDir, "", r)
 	}
 	size := c.info.Size()
-	payload, err := in.read(c)
+	rep, err := in.importFile(ctx, c)
 	switch {
 	case errors.Is(err, errChanged):
 		delete(in.seen, c.name) // it settles again from the next look
@@ -529,23 +545,25 @@ func (in *Inbox) take(ctx context.Context, c candidate) (FileResult, error) {
 		return fr, nil
 	case errors.Is(err, errTooLarge):
 		r := report{file: c.name, size: size, sizeKnown: true,
-			outcome: fmt.Sprintf("failed: the file is larger than the inbox's limit of %d bytes; nothing of it was read", in.max),
+			outcome: fmt.Sprintf("failed: the file is larger than the inbox's limit of %d bytes; nothing of it was read", in.limit()),
 			next:    "split the export into smaller files and drop them into the inbox again (or raise the inbox's size limit)."}
 		return in.finish(fr, c, OutcomeFailed, FailedDir, "", r)
-	case err != nil:
+	case errors.As(err, new(*readError)):
 		fr.Outcome, fr.Error = OutcomeError, err.Error()
 		return fr, fmt.Errorf("inbox: read %s (left in the inbox for the next poll): %w", c.name, err)
-	}
-
-	rep, err := in.im.Import(ctx, "file", "inbox/"+c.name, payload)
-	if err != nil {
+	case err != nil:
 		fr.Outcome, fr.ImportID, fr.Error = OutcomeError, rep.ImportID, err.Error()
 		in.log.Warn("inbox: import failed; the file stays in the inbox for the next poll", "file", c.name, "err", err)
 		return fr, fmt.Errorf("inbox: import %s (left in the inbox for the next poll): %w", c.name, err)
 	}
 	fr.ImportID = rep.ImportID
 	problems := rep.ProblemList()
-	r := report{file: c.name, size: int64(len(payload)), sizeKnown: true, rep: &rep, problems: problems}
+	nProblems := rep.ProblemCount()
+	if rep.ProblemsOmitted > 0 {
+		// The report lists the first ones; the ledger holds them all.
+		problems = append(problems, fmt.Errorf("… and %d more problems, not listed here: `paysync imports show %d` lists them all", rep.ProblemsOmitted, max(rep.ImportID, rep.RejectedAs)))
+	}
+	r := report{file: c.name, size: size, sizeKnown: true, rep: &rep, problems: problems}
 	switch {
 	case rep.Duplicate:
 		when := ""
@@ -556,7 +574,7 @@ func (in *Inbox) take(ctx context.Context, c candidate) (FileResult, error) {
 		r.next = "nothing."
 		return in.finish(fr, c, OutcomeDuplicate, ProcessedDir, ".duplicate", r)
 	case rep.ImportID == 0 && len(problems) > 0:
-		r.outcome = fmt.Sprintf("failed: the file has %s, so nothing of it was imported (policy %s)", count(len(problems), "problem"), AllOrNothing)
+		r.outcome = fmt.Sprintf("failed: the file has %s, so nothing of it was imported (policy %s)", count(nProblems, "problem"), AllOrNothing)
 		r.next = fixAndDropAgain
 		if in.policy == Partial {
 			in.log.Warn("inbox: policy partial, but the importer committed nothing of a file with problems; set the importer's AllOrNothing to false", "file", c.name)
@@ -567,7 +585,7 @@ func (in *Inbox) take(ctx context.Context, c candidate) (FileResult, error) {
 		r.next = "look at paysync's log, then drop the file into the inbox again."
 		return in.finish(fr, c, OutcomeFailed, FailedDir, "", r)
 	case len(problems) > 0:
-		r.outcome = fmt.Sprintf("processed with rejects: the good entries were imported as import %d; the %s below were rejected (policy %s)", rep.ImportID, count(len(problems), "line"), Partial)
+		r.outcome = fmt.Sprintf("processed with rejects: the good entries were imported as import %d; the %s below were rejected (policy %s)", rep.ImportID, count(nProblems, "line"), Partial)
 		r.next = fixAndDropAgain
 		if in.policy == AllOrNothing {
 			in.log.Warn("inbox: policy all-or-nothing, but the importer committed part of a file with problems; set the importer's AllOrNothing", "file", c.name, "import", rep.ImportID)
@@ -582,32 +600,101 @@ func (in *Inbox) take(ctx context.Context, c candidate) (FileResult, error) {
 
 const fixAndDropAgain = "fix the lines above and drop the corrected file into the inbox again; entries already paid are recognised as duplicates."
 
-// read reads the file c, at most in.max bytes, checking that it is still
-// the file the look found.
-func (in *Inbox) read(c candidate) ([]byte, error) {
-	if c.info.Size() > in.max {
-		return nil, errTooLarge
+// readError is a failure to read a file (not a problem in its content):
+// nothing of it was imported, it stays in the inbox.
+type readError struct{ err error }
+
+func (e *readError) Error() string { return e.err.Error() }
+func (e *readError) Unwrap() error { return e.err }
+
+// limit is the largest file the inbox takes.
+func (in *Inbox) limit() int64 {
+	if _, ok := in.im.(StreamImporter); ok {
+		return in.max
+	}
+	return min(in.max, maxInMemory)
+}
+
+// importFile imports the file c: read as it is imported when the importer
+// is a StreamImporter, read whole first otherwise. The error wraps
+// errChanged when the file is not (or no longer) the one the look found
+// (nothing of it was committed), errTooLarge when it is larger than the
+// limit, a *readError when it cannot be read.
+func (in *Inbox) importFile(ctx context.Context, c candidate) (worker.Report, error) {
+	if c.info.Size() > in.limit() {
+		return worker.Report{}, errTooLarge
 	}
 	f, err := os.Open(c.path)
 	if err != nil {
-		return nil, err
+		return worker.Report{}, &readError{err}
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return worker.Report{}, &readError{err}
 	}
 	if !os.SameFile(fi, c.info) || fi.Size() != c.info.Size() || !fi.ModTime().Equal(c.info.ModTime()) {
-		return nil, errChanged
+		return worker.Report{}, errChanged
 	}
-	b, err := io.ReadAll(io.LimitReader(f, in.max+1))
+	sf := &settledFile{f: f, info: c.info, max: in.limit()}
+	if si, ok := in.im.(StreamImporter); ok {
+		rep, err := si.ImportFrom(ctx, "file", "inbox/"+c.name, sf)
+		var ie *worker.InputError
+		switch {
+		case errors.Is(err, errChanged):
+			return rep, err
+		case errors.As(err, &ie):
+			return rep, &readError{ie.Err}
+		}
+		return rep, err
+	}
+	b, err := io.ReadAll(sf)
+	if errors.Is(err, errChanged) {
+		return worker.Report{}, err
+	}
 	if err != nil {
-		return nil, err
+		return worker.Report{}, &readError{err}
 	}
-	if int64(len(b)) > in.max {
-		return nil, errTooLarge
+	return in.im.Import(ctx, "file", "inbox/"+c.name, b)
+}
+
+// settledFile reads a file the look found settled (and no larger than
+// max): at its end, or past max, it fails with errChanged when the file has
+// changed since the look.
+type settledFile struct {
+	f    *os.File
+	info fs.FileInfo
+	max  int64
+	n    int64 // read since the last seek to the start
+}
+
+func (s *settledFile) Read(p []byte) (int, error) {
+	if int64(len(p)) > s.max+1-s.n {
+		p = p[:max(0, s.max+1-s.n)]
 	}
-	return b, nil
+	n, err := s.f.Read(p)
+	s.n += int64(n)
+	if s.n > s.max { // it was not when the look found it
+		return n, errChanged
+	}
+	if errors.Is(err, io.EOF) {
+		fi, serr := s.f.Stat()
+		if serr != nil {
+			return n, serr
+		}
+		if fi.Size() != s.info.Size() || !fi.ModTime().Equal(s.info.ModTime()) || s.n != fi.Size() {
+			return n, errChanged
+		}
+	}
+	return n, err
+}
+
+func (s *settledFile) Seek(offset int64, whence int) (int64, error) {
+	pos, err := s.f.Seek(offset, whence)
+	if err == nil {
+		s.n = pos
+	}
+	return pos, err
 }
 
 // finish moves the file into sub, writes its report and logs the outcome.
