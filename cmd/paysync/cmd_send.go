@@ -13,8 +13,13 @@ import (
 	"github.com/paysync/paysync/worker"
 )
 
-// maxImportBytes bounds one import's payload (it is stored in the ledger).
-const maxImportBytes = 256 << 20
+// maxStdinBytes bounds an import from standard input. Files are not
+// bounded: they are read as they are imported, in memory that does not
+// grow with their size.
+const maxStdinBytes = 256 << 20
+
+// errStdinTooLarge is standard input beyond maxStdinBytes.
+var errStdinTooLarge = errors.New("larger than 256 MiB: split the export")
 
 // progress draws a one-line progress bar on a terminal, nothing elsewhere.
 type progress struct {
@@ -67,14 +72,17 @@ func (s *session) deliverer(io stdio) *worker.Deliverer {
 }
 
 type sendSummary struct {
-	Imports    []worker.Report `json:"imports"`
-	Problems   []problemJSON   `json:"problems"`
-	Created    int             `json:"pay_parts_created"`
-	Reconciled int             `json:"pay_parts_reconciled"`
-	Rejected   int             `json:"pay_parts_rejected"`
-	Batches    int             `json:"batches"`
-	Unfinished int             `json:"batches_unfinished"`
-	APICalls   int64           `json:"api_calls"`
+	Imports  []worker.Report `json:"imports"`
+	Problems []problemJSON   `json:"problems"`
+	// ProblemsOmitted counts problems beyond those listed (every one is a
+	// reject of its import: paysync imports show ID).
+	ProblemsOmitted int   `json:"problems_omitted,omitempty"`
+	Created         int   `json:"pay_parts_created"`
+	Reconciled      int   `json:"pay_parts_reconciled"`
+	Rejected        int   `json:"pay_parts_rejected"`
+	Batches         int   `json:"batches"`
+	Unfinished      int   `json:"batches_unfinished"`
+	APICalls        int64 `json:"api_calls"`
 }
 
 // sendImport imports files for real: intent first, then delivery.
@@ -114,16 +122,16 @@ func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []s
 	var sum sendSummary
 	var runErr error
 	for _, name := range files {
-		kind, src, payload, err := readPayload(name, io.in)
-		if err != nil {
-			sum.Problems = append(sum.Problems, toProblemJSON(&mapping.Problem{Source: name, Msg: err.Error(), Hint: "check the path"})...)
+		rep, unreadable, err := importInput(ctx, im, name, io.in)
+		if unreadable != "" {
+			sum.Problems = append(sum.Problems, toProblemJSON(&mapping.Problem{Source: name, Msg: unreadable, Hint: "check the path"})...)
 			continue
 		}
-		rep, err := im.Plan(ctx, kind, src, payload)
 		if err != nil {
 			runErr = err
 			break
 		}
+		sum.ProblemsOmitted += rep.ProblemsOmitted
 		for _, p := range rep.ProblemList() {
 			sum.Problems = append(sum.Problems, toProblemJSON(p)...)
 		}
@@ -181,35 +189,56 @@ func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []s
 	case runErr != nil:
 		return runErr
 	case len(sum.Problems) > 0:
-		return fmt.Errorf("import: %d problem(s); the good entries were sent, the rest is recorded as rejects (paysync imports show ID)", len(sum.Problems))
+		return fmt.Errorf("import: %d problem(s); the good entries were sent, the rest is recorded as rejects (paysync imports show ID)", len(sum.Problems)+sum.ProblemsOmitted)
 	case sum.Unfinished > 0:
 		return fmt.Errorf("import: %d batch(es) did not finish; they stay pending and are retried on the next run (paysync batches --state failed)", sum.Unfinished)
 	}
 	return nil
 }
 
-// readPayload reads a file or standard input, bounded.
-func readPayload(name string, stdin io.Reader) (kind, source string, payload []byte, err error) {
-	kind, source = "file", name
-	var r io.Reader
+// importInput plans one file (or standard input, "-") as it is read. An
+// input that cannot be read (nothing of it committed) is a problem: what
+// is wrong.
+func importInput(ctx context.Context, im *worker.Importer, name string, stdin io.Reader) (rep worker.Report, unreadable string, err error) {
 	if name == "-" {
-		kind, source, r = "stdin", "stdin", stdin
+		rep, err = im.PlanFrom(ctx, "stdin", "stdin", &cappedReader{r: stdin, n: maxStdinBytes})
 	} else {
-		f, err := os.Open(name)
-		if err != nil {
-			return "", "", nil, fmt.Errorf("cannot open: %w", unwrapPath(err))
+		f, oerr := os.Open(name)
+		if oerr != nil {
+			return rep, fmt.Sprintf("cannot open: %v", unwrapPath(oerr)), nil
 		}
 		defer f.Close()
-		r = f
+		rep, err = im.PlanFrom(ctx, "file", name, f)
 	}
-	payload, err = io.ReadAll(io.LimitReader(r, maxImportBytes+1))
-	if err != nil {
-		return "", "", nil, fmt.Errorf("read: %w", err)
+	var ie *worker.InputError
+	switch {
+	case errors.Is(err, errStdinTooLarge):
+		return rep, errStdinTooLarge.Error(), nil
+	case errors.As(err, &ie):
+		return rep, fmt.Sprintf("read: %v", ie.Err), nil
 	}
-	if len(payload) > maxImportBytes {
-		return "", "", nil, errors.New("larger than 256 MiB: split the export")
+	return rep, "", err
+}
+
+// cappedReader reads at most n bytes of r, then fails with errStdinTooLarge.
+type cappedReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *cappedReader) Read(p []byte) (int, error) {
+	if c.n < 0 {
+		return 0, errStdinTooLarge
 	}
-	return kind, source, payload, nil
+	if int64(len(p)) > c.n+1 {
+		p = p[:c.n+1]
+	}
+	n, err := c.r.Read(p)
+	c.n -= int64(n)
+	if c.n < 0 {
+		return n, errStdinTooLarge
+	}
+	return n, err
 }
 
 func writeSendSummary(w io.Writer, sum sendSummary) {
@@ -226,11 +255,14 @@ func writeSendSummary(w io.Writer, sum sendSummary) {
 			r.Source, r.ImportID, r.Entries, r.Duplicates, countSkipped(r.Skipped), r.PayParts, r.Batches)
 	}
 	fmt.Fprintf(w, "\nsummary: %d pay parts created (%d found by reconciliation), %d rejected by payroll, %d problems, %d batches (%d unfinished), %d API calls\n",
-		sum.Created, sum.Reconciled, sum.Rejected, len(sum.Problems), sum.Batches, sum.Unfinished, sum.APICalls)
+		sum.Created, sum.Reconciled, sum.Rejected, len(sum.Problems)+sum.ProblemsOmitted, sum.Batches, sum.Unfinished, sum.APICalls)
 	if len(sum.Problems) > 0 {
-		fmt.Fprintf(w, "\nproblems (%d):\n", len(sum.Problems))
+		fmt.Fprintf(w, "\nproblems (%d):\n", len(sum.Problems)+sum.ProblemsOmitted)
 		for _, p := range sum.Problems {
 			fmt.Fprintf(w, "  %s\n", p.Text)
+		}
+		if sum.ProblemsOmitted > 0 {
+			fmt.Fprintf(w, "  … and %d more, not listed here: paysync imports show ID lists them all\n", sum.ProblemsOmitted)
 		}
 	}
 }
