@@ -96,8 +96,8 @@ func TestLedger_OpenReopenIsIdempotent(t *testing.T) {
 			}
 		}
 		var tables int
-		if err := l.db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'table'").Scan(&tables); err != nil || tables != 10 {
-			t.Errorf("Open #%d: %d tables, %v; want 10", i+1, tables, err)
+		if err := l.db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'table'").Scan(&tables); err != nil || tables != 11 {
+			t.Errorf("Open #%d: %d tables, %v; want 11 (source_chunks since migration 5)", i+1, tables, err)
 		}
 		if err := l.Close(); err != nil {
 			t.Fatalf("Close #%d: %v", i+1, err)
@@ -442,4 +442,4 @@ func TestLedger_OpenFailsLeavingNothing(t *testing.T) {
 }
 
 // latestVersion is the schema version of the newest migration.
-const latestVersion = 4
+const latestVersion = 5
