@@ -12,13 +12,14 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/paysync/paysync"
 )
 
-// StreamImport describes an import committed as it is read (BeginImport).
+// StreamImport describes an import staged as it is read (BeginImport).
 type StreamImport struct {
 	Kind, Name string // file, stdin, nats; the source's name
 	BatchSize  int    // pay parts per batch (default 100)
@@ -26,10 +27,6 @@ type StreamImport struct {
 	// unsealed when there is none with room) instead of new sealed
 	// batches: streaming sources.
 	Accumulate bool
-	// Rejected records the source as refused as a whole: only the source,
-	// its payload and its rejects are kept (give it no entries or pay
-	// parts).
-	Rejected bool
 }
 
 // Reject phases: rejects are stored in this order, each phase in the
@@ -43,42 +40,323 @@ const (
 // chunkSize is the most input one stored payload chunk holds.
 const chunkSize = 1 << 20
 
-// importCacheSize is SQLite's page cache during an import (negative:
-// KiB), outside the Go heap.
-const importCacheSize = -32 << 10
+// commitCacheSize is SQLite's page cache while an import commits
+// (negative: KiB), outside the Go heap.
+const commitCacheSize = -32 << 10
 
-// ImportTx is one import being committed: one transaction (BEGIN
-// IMMEDIATE, on the ledger's only connection) in which the source's raw
-// input, its entries, rejects and pay parts are written as they are read,
-// so that memory does not grow with the size of the input. Nothing of it
-// is visible before Commit, and nothing is left after Rollback or a crash.
+// StagedImport is one import on its way into the ledger, in memory that
+// does not grow with its size: its raw input, entries, links, pay parts
+// and rejects are staged in TEMP tables of the ledger's connection, a
+// chunk at a time (Flush, each a short transaction), and Commit moves them
+// into the ledger in one transaction, or nothing when it fails. The
+// staging is private to the connection and dropped at the end (or with
+// the process), so nothing of an import is visible before Commit, and
+// nothing is left after Rollback or a crash.
 //
-// What would grow with the input lives in the database instead: the entry
-// ids seen (duplicates within the source), the rejects until they are
-// stored in order, and which entries each aggregated pay part sums (TEMP
-// tables, dropped at the end). The ledger is locked for writing until
-// Commit or Rollback. An ImportTx is not safe for concurrent use.
-type ImportTx struct {
-	l      *Ledger
-	ctx    context.Context
-	tx     *sql.Tx
-	in     StreamImport
-	now    string
-	source int64
-	done   bool
-
-	cacheSize int // the connection's page cache before the import
+// No transaction is open between calls: the caller may call the payroll
+// API (which may save a rotated token in the ledger) and other ledger
+// methods meanwhile. Commit makes no network call. The staging lives on
+// the ledger's one connection: should that be replaced (after a driver
+// error), the next call fails and the import must be run again. A
+// StagedImport is not safe for concurrent use.
+type StagedImport struct {
+	l    *Ledger
+	ctx  context.Context
+	in   StreamImport
+	t    string // the TEMP tables' name prefix
+	now  string
+	done bool
 
 	payload payloadWriter
 
-	seen, newEntry, entry, reject, link, part, partEntry, known, batch *sql.Stmt
+	// Staged since the last Flush.
+	seen    []string
+	entries []stagedEntry
+	links   [][2]int64 // entry seq, pay part index
+	parts   []stagedPart
+	dropped []int
+	rejects []stagedReject
 
-	entries  int
-	rejects  int
-	linked   map[int]bool // pay parts whose entries were given by Link
-	added    map[int]bool // of those, the ones added
+	nEntries, nRejects, nParts, nDropped int
+}
+
+type stagedEntry struct {
+	seq int64
+	e   NewEntry
+	js  []byte
+}
+
+type stagedPart struct {
+	idx int
+	pp  paysync.PlannedPayPart
+}
+
+type stagedReject struct {
+	phase, seq int
+	r          NewReject
+}
+
+var importSeq atomic.Int64
+
+// BeginImport starts staging an import. Call Commit or Rollback.
+func (l *Ledger) BeginImport(ctx context.Context, in StreamImport) (*StagedImport, error) {
+	if in.BatchSize <= 0 {
+		in.BatchSize = 100
+	}
+	s := &StagedImport{l: l, ctx: ctx, in: in, t: fmt.Sprintf("temp.import%d_", importSeq.Add(1)), now: l.ts()}
+	s.payload.s = s
+	for _, q := range []string{
+		`CREATE TEMP TABLE %sseen (entry_id TEXT PRIMARY KEY) WITHOUT ROWID`,
+		`CREATE TEMP TABLE %sentries (seq INTEGER PRIMARY KEY, entry_id TEXT NOT NULL, line INTEGER NOT NULL, content_hash TEXT NOT NULL,
+			data BLOB NOT NULL, status TEXT NOT NULL, note TEXT NOT NULL)`,
+		`CREATE TEMP TABLE %slinks (entry INTEGER NOT NULL, part INTEGER NOT NULL, PRIMARY KEY (entry, part)) WITHOUT ROWID`,
+		`CREATE TEMP TABLE %sparts (idx INTEGER PRIMARY KEY, company_id TEXT NOT NULL, employee_id TEXT NOT NULL, employee_name TEXT NOT NULL,
+			code TEXT NOT NULL, units TEXT, rate TEXT, amount TEXT, description TEXT NOT NULL, rule TEXT NOT NULL)`,
+		`CREATE INDEX %sparts_company ON %[bare]parts (company_id, idx)`,
+		`CREATE TEMP TABLE %sdropped (idx INTEGER PRIMARY KEY)`,
+		`CREATE TEMP TABLE %srejects (phase INTEGER NOT NULL, seq INTEGER NOT NULL, entry_id TEXT NOT NULL, line INTEGER NOT NULL,
+			field TEXT NOT NULL, message TEXT NOT NULL, hint TEXT NOT NULL, PRIMARY KEY (phase, seq))`,
+		`CREATE TEMP TABLE %schunks (seq INTEGER PRIMARY KEY, data BLOB NOT NULL)`,
+		`CREATE TEMP TABLE %spay_parts (idx INTEGER PRIMARY KEY, pay_part INTEGER NOT NULL)`,
+	} {
+		if _, err := l.db.ExecContext(ctx, s.q(q)); err != nil {
+			s.drop()
+			return nil, fmt.Errorf("ledger: begin import: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// q fills the temporary tables' prefix into q: %s, and %[bare] without
+// the schema.
+func (s *StagedImport) q(q string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(q, "%[bare]", strings.TrimPrefix(s.t, "temp.")), "%s", s.t)
+}
+
+var stagedTables = []string{"seen", "entries", "links", "parts", "dropped", "rejects", "chunks", "pay_parts"}
+
+// drop removes the staging.
+func (s *StagedImport) drop() {
+	for _, name := range stagedTables {
+		s.l.db.ExecContext(context.WithoutCancel(s.ctx), `DROP TABLE IF EXISTS `+s.t+name)
+	}
+}
+
+// Write adds p to the source's raw input (io.Writer): it is hashed,
+// counted and staged gzip'd in chunks.
+func (s *StagedImport) Write(p []byte) (int, error) {
+	if err := s.payload.write(p); err != nil {
+		return 0, fmt.Errorf("ledger: stage input: %w", err)
+	}
+	return len(p), nil
+}
+
+// Hash is the content hash of what was written so far.
+func (s *StagedImport) Hash() string {
+	if s.payload.h == nil {
+		return HashPayload(nil)
+	}
+	return hex.EncodeToString(s.payload.h.Sum(nil))
+}
+
+// Lookup returns, among ids, the entries already in the ledger (as
+// LookupEntries) and those seen before in this import (See).
+func (s *StagedImport) Lookup(ids []string) (map[string]KnownEntry, map[string]bool, error) {
+	if err := s.Flush(); err != nil {
+		return nil, nil, err
+	}
+	known, err := s.l.LookupEntries(s.ctx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	seen := map[string]bool{}
+	for start := 0; start < len(ids); start += lookupChunk {
+		part := ids[start:min(start+lookupChunk, len(ids))]
+		args := make([]any, len(part))
+		for i, id := range part {
+			args[i] = id
+		}
+		rows, err := s.l.db.QueryContext(s.ctx, `SELECT entry_id FROM `+s.t+`seen WHERE entry_id IN (`+placeholders(len(part))+`)`, args...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("ledger: import: %w", err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, nil, err
+			}
+			seen[id] = true
+		}
+		if err := rows.Close(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return known, seen, nil
+}
+
+const lookupChunk = 500
+
+// See remembers that entry id was seen in this import (Lookup reports it).
+func (s *StagedImport) See(id string) { s.seen = append(s.seen, id) }
+
+// AddEntry stages an entry of the source and returns its number, for
+// Link. data is the entry's JSON (as EntryHash returns it), nil to marshal
+// it here.
+func (s *StagedImport) AddEntry(e NewEntry, data []byte) (int64, error) {
+	if data == nil {
+		var err error
+		if data, err = json.Marshal(e.Entry); err != nil {
+			return 0, err
+		}
+	}
+	s.nEntries++
+	seq := int64(s.nEntries)
+	s.entries = append(s.entries, stagedEntry{seq: seq, e: e, js: data})
+	return seq, nil
+}
+
+// Link records that entry (a number from AddEntry) goes into the pay part
+// with index part (AddPayPart, or DropPayPart).
+func (s *StagedImport) Link(entry int64, part int) {
+	s.links = append(s.links, [2]int64{entry, int64(part)})
+}
+
+// AddPayPart stages the pending pay part with index part (pay parts are
+// numbered in order of first appearance; pp.Entries is ignored: its
+// entries are those linked to it). Commit batches them per company in
+// order of first appearance, in order of index, at most BatchSize each.
+func (s *StagedImport) AddPayPart(part int, pp paysync.PlannedPayPart) {
+	s.parts = append(s.parts, stagedPart{idx: part, pp: pp})
+	s.nParts++
+}
+
+// DropPayPart records that the pay part with index part is not sent (it
+// has a problem): an entry that only went into dropped pay parts is
+// stored as rejected, so that a corrected source can bring it again.
+func (s *StagedImport) DropPayPart(part int) {
+	s.dropped = append(s.dropped, part)
+	s.nDropped++
+}
+
+// AddReject stages a problem with the input. Rejects are stored by phase
+// (PhaseRead, PhaseEntry, PhasePlan), each in the order added.
+func (s *StagedImport) AddReject(phase int, r NewReject) {
+	s.rejects = append(s.rejects, stagedReject{phase: phase, seq: s.nRejects, r: r})
+	s.nRejects++
+}
+
+// Flush writes what was staged since the last Flush to the staging tables,
+// in one short transaction.
+func (s *StagedImport) Flush() error {
+	if len(s.seen)+len(s.entries)+len(s.links)+len(s.parts)+len(s.dropped)+len(s.rejects) == 0 {
+		return nil
+	}
+	err := s.l.tx(s.ctx, "stage import", func(tx *sql.Tx) error {
+		for _, b := range []struct {
+			n   int
+			q   string
+			row func(i int) []any
+		}{
+			{len(s.seen), `INSERT OR IGNORE INTO %sseen (entry_id) VALUES (?)`, func(i int) []any { return []any{s.seen[i]} }},
+			{len(s.entries), `INSERT INTO %sentries (seq, entry_id, line, content_hash, data, status, note) VALUES (?, ?, ?, ?, ?, ?, ?)`, func(i int) []any {
+				e := s.entries[i]
+				return []any{e.seq, e.e.Entry.ID, e.e.Entry.Line, e.e.Hash, e.js, e.e.Status, e.e.Note}
+			}},
+			{len(s.links), `INSERT OR IGNORE INTO %slinks (entry, part) VALUES (?, ?)`, func(i int) []any { return []any{s.links[i][0], s.links[i][1]} }},
+			{len(s.parts), `INSERT INTO %sparts (idx, company_id, employee_id, employee_name, code, units, rate, amount, description, rule) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, func(i int) []any {
+				p := s.parts[i]
+				return []any{p.idx, p.pp.CompanyID, p.pp.EmployeeID, p.pp.EmployeeName, p.pp.Code, decText(p.pp.Units), decText(p.pp.Rate), decText(p.pp.Amount), p.pp.Description, p.pp.Rule}
+			}},
+			{len(s.dropped), `INSERT OR IGNORE INTO %sdropped (idx) VALUES (?)`, func(i int) []any { return []any{s.dropped[i]} }},
+			{len(s.rejects), `INSERT INTO %srejects (phase, seq, entry_id, line, field, message, hint) VALUES (?, ?, ?, ?, ?, ?, ?)`, func(i int) []any {
+				r := s.rejects[i]
+				return []any{r.phase, r.seq, r.r.EntryID, r.r.Line, r.r.Field, r.r.Message, r.r.Hint}
+			}},
+		} {
+			if b.n == 0 {
+				continue
+			}
+			st, err := tx.PrepareContext(s.ctx, s.q(b.q))
+			if err != nil {
+				return err
+			}
+			for i := 0; i < b.n; i++ {
+				if _, err := st.ExecContext(s.ctx, b.row(i)...); err != nil {
+					st.Close()
+					return err
+				}
+			}
+			st.Close()
+		}
+		return nil
+	})
+	clear(s.entries) // the entries' data
+	s.seen, s.entries, s.links, s.parts, s.dropped, s.rejects = s.seen[:0], s.entries[:0], s.links[:0], s.parts[:0], s.dropped[:0], s.rejects[:0]
+	return err
+}
+
+// Commit moves the staged import into the ledger in one transaction: the
+// source (with the hash and size of everything written) and its rejects,
+// and unless rejected (all or nothing: the source is recorded as refused)
+// its entries and pending pay parts in batches. format is the input
+// format; duplicates the number of entries already in the ledger. When a
+// source of the same content was committed before, nothing is stored and
+// the error is ErrDuplicateSource; when an entry was paid through another
+// import meanwhile, nothing is stored either. The staging is dropped.
+func (s *StagedImport) Commit(format string, duplicates int, rejected bool) (Committed, error) {
+	if s.done {
+		return Committed{}, errors.New("ledger: import: already finished")
+	}
+	defer s.Rollback()
+	if err := s.Flush(); err != nil {
+		return Committed{}, err
+	}
+	hash, size, first, err := s.payload.finish()
+	if err != nil {
+		return Committed{}, fmt.Errorf("ledger: commit import: %w", err)
+	}
+	var prev int
+	if err := s.l.db.QueryRowContext(s.ctx, `PRAGMA cache_size`).Scan(&prev); err == nil {
+		s.l.db.ExecContext(s.ctx, fmt.Sprintf(`PRAGMA cache_size = %d`, commitCacheSize))
+		defer s.l.db.ExecContext(context.WithoutCancel(s.ctx), fmt.Sprintf(`PRAGMA cache_size = %d`, prev))
+	}
+	c := &importCommit{s: s, now: s.l.ts(), rejected: rejected, open: map[string]*openBatch{}}
+	err = s.l.tx(s.ctx, "commit import", func(tx *sql.Tx) error {
+		c.tx = tx
+		return c.run(format, hash, size, first, duplicates)
+	})
+	if errors.Is(err, ErrDuplicateSource) {
+		return Committed{}, ErrDuplicateSource
+	}
+	if err != nil {
+		return Committed{}, err
+	}
+	return Committed{SourceID: c.source, BatchIDs: c.batchIDs}, nil
+}
+
+// Rollback abandons the import: nothing of it is kept. It does nothing
+// after Commit.
+func (s *StagedImport) Rollback() error {
+	if s.done {
+		return nil
+	}
+	s.done = true
+	s.payload.release()
+	s.drop()
+	return nil
+}
+
+// importCommit is Commit's transaction.
+type importCommit struct {
+	s        *StagedImport
+	tx       *sql.Tx
+	now      string
+	rejected bool
+	source   int64
 	open     map[string]*openBatch
 	batchIDs []int64
+	part     *sql.Stmt
 }
 
 type openBatch struct {
@@ -86,429 +364,217 @@ type openBatch struct {
 	n  int
 }
 
-// tempTables are the import's working tables: connection-private, dropped
-// at the end of the transaction.
-var tempTables = []string{
-	`CREATE TEMP TABLE import_seen (entry_id TEXT PRIMARY KEY) WITHOUT ROWID`,
-	`CREATE TEMP TABLE import_rejects (phase INTEGER NOT NULL, seq INTEGER NOT NULL, entry_id TEXT NOT NULL, line INTEGER NOT NULL,
-		field TEXT NOT NULL, message TEXT NOT NULL, hint TEXT NOT NULL, PRIMARY KEY (phase, seq))`,
-	`CREATE TEMP TABLE import_links (entry INTEGER NOT NULL, part INTEGER NOT NULL, PRIMARY KEY (entry, part)) WITHOUT ROWID`,
-	`CREATE TEMP TABLE import_parts (idx INTEGER PRIMARY KEY, pay_part INTEGER NOT NULL)`,
+func (c *importCommit) exec(q string, args ...any) (sql.Result, error) {
+	return c.tx.ExecContext(c.s.ctx, c.s.q(q), args...)
 }
 
-var tempNames = []string{"import_seen", "import_rejects", "import_links", "import_parts"}
-
-// BeginImport starts an import. Call Commit or Rollback.
-func (l *Ledger) BeginImport(ctx context.Context, in StreamImport) (*ImportTx, error) {
-	if in.BatchSize <= 0 {
-		in.BatchSize = 100
-	}
-	tx, err := l.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, l.classifyOpen("begin import", err)
-	}
-	t := &ImportTx{l: l, ctx: ctx, tx: tx, in: in, now: l.ts(), open: map[string]*openBatch{}}
-	if err := t.begin(); err != nil {
-		tx.Rollback()
-		t.restore()
-		return nil, fmt.Errorf("ledger: begin import: %w", err)
-	}
-	t.payload.t = t
-	return t, nil
-}
-
-func (t *ImportTx) begin() error {
-	// A larger page cache for the import's index inserts (restored after).
-	if err := t.tx.QueryRowContext(t.ctx, `PRAGMA cache_size`).Scan(&t.cacheSize); err != nil {
-		return err
-	}
-	if _, err := t.tx.ExecContext(t.ctx, fmt.Sprintf(`PRAGMA cache_size = %d`, importCacheSize)); err != nil {
-		return err
-	}
-	for _, name := range tempNames {
-		if _, err := t.tx.ExecContext(t.ctx, `DROP TABLE IF EXISTS temp.`+name); err != nil {
-			return err
-		}
-	}
-	for _, q := range tempTables {
-		if _, err := t.tx.ExecContext(t.ctx, q); err != nil {
-			return err
-		}
-	}
-	// The source is inserted now, so that entries can refer to it; it stays
-	// "received" (which the unique content index ignores) until Commit.
-	res, err := t.tx.ExecContext(t.ctx, `INSERT INTO sources (kind, name, content_hash, format, size, payload, status, entries, duplicates, rejects, received_at)
-		VALUES (?, ?, '', '', 0, NULL, 'received', 0, 0, 0, ?)`, t.in.Kind, t.in.Name, t.now)
-	if err != nil {
-		return err
-	}
-	if t.source, err = res.LastInsertId(); err != nil {
-		return err
-	}
-	for _, s := range []struct {
-		st **sql.Stmt
-		q  string
-	}{
-		{&t.seen, `INSERT INTO temp.import_seen (entry_id) VALUES (?) ON CONFLICT DO NOTHING`},
-		{&t.newEntry, `INSERT INTO entries (source_id, entry_id, line, content_hash, data, status, note) VALUES (?, ?, ?, ?, ?, ?, ?)`},
-		// An entry seen before but never paid (rejected or skipped) is taken
-		// again with its new content; a paid one never is.
-		{&t.entry, `INSERT INTO entries (source_id, entry_id, line, content_hash, data, status, note) VALUES (?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (entry_id) DO UPDATE SET source_id = excluded.source_id, line = excluded.line, content_hash = excluded.content_hash,
-				data = excluded.data, status = excluded.status, note = excluded.note
-			WHERE entries.status <> 'mapped'
-			RETURNING id`},
-		{&t.reject, `INSERT INTO temp.import_rejects (phase, seq, entry_id, line, field, message, hint) VALUES (?, ?, ?, ?, ?, ?, ?)`},
-		{&t.link, `INSERT OR IGNORE INTO temp.import_links (entry, part) VALUES (?, ?)`},
-		{&t.part, `INSERT INTO pay_parts (batch_id, seq, company_id, employee_id, employee_name, code, units, rate, amount, description, rule, state, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)`},
-		{&t.partEntry, `INSERT OR IGNORE INTO pay_part_entries (pay_part_id, entry_id) VALUES (?, ?)`},
-		{&t.known, knownQuery(lookupChunk)},
-		{&t.batch, `INSERT INTO batches (company_id, source_id, parent_id, replay_of, state, created_at, updated_at) VALUES (?, ?, NULL, NULL, 'pending', ?, ?)`},
-	} {
-		st, err := t.tx.PrepareContext(t.ctx, s.q)
-		if err != nil {
-			return err
-		}
-		*s.st = st
-	}
-	return nil
-}
-
-// SourceID is the id the source gets if the import is committed.
-func (t *ImportTx) SourceID() int64 { return t.source }
-
-// Write adds p to the source's raw input (io.Writer): it is hashed,
-// counted and stored gzip'd in chunks.
-func (t *ImportTx) Write(p []byte) (int, error) {
-	if err := t.payload.write(p); err != nil {
-		return 0, fmt.Errorf("ledger: store input: %w", err)
-	}
-	return len(p), nil
-}
-
-// Hash is the content hash of what was written so far.
-func (t *ImportTx) Hash() string {
-	if t.payload.h == nil {
-		return HashPayload(nil)
-	}
-	return hex.EncodeToString(t.payload.h.Sum(nil))
-}
-
-// Seen reports whether entry id was seen before in this import (and
-// remembers it).
-func (t *ImportTx) Seen(id string) (bool, error) {
-	res, err := t.seen.ExecContext(t.ctx, id)
-	if err != nil {
-		return false, fmt.Errorf("ledger: import: %w", err)
-	}
-	n, err := res.RowsAffected()
-	return n == 0, err
-}
-
-const lookupChunk = 500
-
-func knownQuery(n int) string {
-	return `SELECT e.entry_id, e.status, e.content_hash, s.id, s.name, s.received_at FROM entries e JOIN sources s ON s.id = e.source_id
-		WHERE e.entry_id IN (` + placeholders(n) + `)`
-}
-
-// Lookup returns the entries among ids that are already in the ledger (as
-// LookupEntries, within the import's transaction).
-func (t *ImportTx) Lookup(ids []string) (map[string]KnownEntry, error) {
-	out := map[string]KnownEntry{}
-	for start := 0; start < len(ids); start += lookupChunk {
-		part := ids[start:min(start+lookupChunk, len(ids))]
-		args := make([]any, len(part))
-		for i, id := range part {
-			args[i] = id
-		}
-		var rows *sql.Rows
-		var err error
-		if len(part) == lookupChunk {
-			rows, err = t.known.QueryContext(t.ctx, args...)
-		} else {
-			rows, err = t.tx.QueryContext(t.ctx, knownQuery(len(part)), args...)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("ledger: look up entries: %w", err)
-		}
-		for rows.Next() {
-			var id, at string
-			var k KnownEntry
-			if err := rows.Scan(&id, &k.Status, &k.Hash, &k.SourceID, &k.SourceName, &at); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			k.ImportedAt = parseTS(at)
-			out[id] = k
-		}
-		if err := rows.Close(); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
-// AddEntry stores an entry of the source and returns its row id, for
-// AddPayPart and Link. data is the entry's JSON (as EntryHash returns it),
-// nil to marshal it here.
-func (t *ImportTx) AddEntry(e NewEntry, data []byte) (int64, error) {
-	if t.in.Rejected {
-		return 0, errors.New("ledger: import: a rejected source keeps no entries")
-	}
-	if data == nil {
-		var err error
-		if data, err = json.Marshal(e.Entry); err != nil {
-			return 0, err
-		}
-	}
-	// Most entries are new: a plain insert is cheaper than the upsert.
-	res, err := t.newEntry.ExecContext(t.ctx, t.source, e.Entry.ID, e.Entry.Line, e.Hash, data, e.Status, e.Note)
-	var id int64
-	switch {
-	case err == nil:
-		if id, err = res.LastInsertId(); err != nil {
-			return 0, err
-		}
-	case isConstraint(err):
-		err = t.entry.QueryRowContext(t.ctx, t.source, e.Entry.ID, e.Entry.Line, e.Hash, data, e.Status, e.Note).Scan(&id)
-		if errors.Is(err, sql.ErrNoRows) {
-			return 0, fmt.Errorf("ledger: import: entry %s was already paid through an earlier import", e.Entry.ID)
-		}
-		if err != nil {
-			return 0, fmt.Errorf("ledger: import: entry %s: %w", e.Entry.ID, err)
-		}
-	default:
-		return 0, fmt.Errorf("ledger: import: entry %s: %w", e.Entry.ID, err)
-	}
-	t.entries++
-	return id, nil
-}
-
-// AddReject records a problem with the input. Rejects are stored by phase
-// (PhaseRead, PhaseEntry, PhasePlan), each in the order added.
-func (t *ImportTx) AddReject(phase int, r NewReject) error {
-	if _, err := t.reject.ExecContext(t.ctx, phase, t.rejects, r.EntryID, r.Line, r.Field, r.Message, r.Hint); err != nil {
-		return fmt.Errorf("ledger: import: reject: %w", err)
-	}
-	t.rejects++
-	return nil
-}
-
-// Link records that the entry (a row id from AddEntry) is summed in the
-// pay part with index part, added later with AddPayPart. A pay part that
-// is linked but never added was dropped: an entry that only went into
-// dropped pay parts is stored as rejected, so that a corrected source can
-// bring it again.
-func (t *ImportTx) Link(entry int64, part int) error {
-	if t.linked == nil {
-		t.linked, t.added = map[int]bool{}, map[int]bool{}
-	}
-	if _, err := t.link.ExecContext(t.ctx, entry, part); err != nil {
-		return fmt.Errorf("ledger: import: %w", err)
-	}
-	t.linked[part] = true
-	return nil
-}
-
-// AddPayPart adds a pending pay part to its company's current batch
-// (opening a new one when it is full) with the given entries (row ids
-// from AddEntry), and those linked to index part. pp.Entries is ignored.
-// Pay parts are batched in the order they are added: per company, at most
-// BatchSize each.
-func (t *ImportTx) AddPayPart(part int, pp paysync.PlannedPayPart, entries ...int64) error {
-	if t.in.Rejected {
-		return errors.New("ledger: import: a rejected source keeps no pay parts")
-	}
-	b, err := t.batchFor(pp.CompanyID)
-	if err != nil {
-		return fmt.Errorf("ledger: import: batch: %w", err)
-	}
-	res, err := t.part.ExecContext(t.ctx, b.id, b.n, pp.CompanyID, pp.EmployeeID, pp.EmployeeName, pp.Code,
-		decText(pp.Units), decText(pp.Rate), decText(pp.Amount), pp.Description, pp.Rule, t.now)
-	if err != nil {
-		return fmt.Errorf("ledger: import: pay part: %w", err)
-	}
-	pid, err := res.LastInsertId()
-	if err != nil {
-		return err
-	}
-	b.n++
-	if t.in.Accumulate && b.n >= t.in.BatchSize {
-		if _, err := t.tx.ExecContext(t.ctx, `UPDATE batches SET sealed = 1, updated_at = ? WHERE id = ?`, t.now, b.id); err != nil {
-			return fmt.Errorf("ledger: import: seal batch: %w", err)
-		}
-	}
-	for _, e := range entries {
-		if _, err := t.partEntry.ExecContext(t.ctx, pid, e); err != nil {
-			return fmt.Errorf("ledger: import: pay part entries: %w", err)
-		}
-	}
-	if t.linked[part] {
-		if _, err := t.tx.ExecContext(t.ctx, `INSERT INTO temp.import_parts (idx, pay_part) VALUES (?, ?)`, part, pid); err != nil {
-			return fmt.Errorf("ledger: import: %w", err)
-		}
-		t.added[part] = true
-	}
-	return nil
-}
-
-// batchFor returns the batch company's next pay part goes into.
-func (t *ImportTx) batchFor(company string) (*openBatch, error) {
-	b := t.open[company]
-	if b != nil && b.n < t.in.BatchSize {
-		return b, nil
-	}
-	if t.in.Accumulate {
-		// The company's open batch, of this import or an earlier one.
-		var ob openBatch
-		err := t.tx.QueryRowContext(t.ctx, `SELECT b.id, (SELECT count(*) FROM pay_parts p WHERE p.batch_id = b.id) FROM batches b
-			WHERE b.company_id = ? AND b.sealed = 0 AND b.state = 'pending' ORDER BY b.id LIMIT 1`, company).Scan(&ob.id, &ob.n)
-		switch {
-		case err == nil && ob.n < t.in.BatchSize:
-			t.open[company] = &ob
-			t.batchIDs = append(t.batchIDs, ob.id)
-			return &ob, nil
-		case err != nil && !errors.Is(err, sql.ErrNoRows):
-			return nil, err
-		}
-	}
-	res, err := t.batch.ExecContext(t.ctx, company, t.source, t.now, t.now)
-	if err != nil {
-		return nil, err
-	}
-	b = &openBatch{}
-	if b.id, err = res.LastInsertId(); err != nil {
-		return nil, err
-	}
-	if t.in.Accumulate {
-		if _, err := t.tx.ExecContext(t.ctx, `UPDATE batches SET sealed = 0 WHERE id = ?`, b.id); err != nil {
-			return nil, err
-		}
-	}
-	t.open[company] = b
-	t.batchIDs = append(t.batchIDs, b.id)
-	return b, nil
-}
-
-// Commit stores the source as committed (or rejected, see
-// StreamImport.Rejected) with the hash and size of everything written,
-// and commits. format is the input format; duplicates the number of
-// entries already in the ledger. When a source of the same content was
-// committed before, nothing is stored and the error is ErrDuplicateSource.
-func (t *ImportTx) Commit(format string, duplicates int) (Committed, error) {
-	if t.done {
-		return Committed{}, errors.New("ledger: import: already finished")
-	}
-	out := Committed{SourceID: t.source}
-	err := t.commit(format, duplicates)
-	if err != nil {
-		t.Rollback()
-		if errors.Is(err, ErrDuplicateSource) {
-			return Committed{}, err
-		}
-		return Committed{}, fmt.Errorf("ledger: commit import: %w", err)
-	}
-	t.done = true
-	err = t.tx.Commit()
-	t.restore()
-	if err != nil {
-		return Committed{}, t.l.classifyOpen("commit import", err)
-	}
-	out.BatchIDs = t.batchIDs
-	sort.Slice(out.BatchIDs, func(i, j int) bool { return out.BatchIDs[i] < out.BatchIDs[j] })
-	return out, nil
-}
-
-func (t *ImportTx) commit(format string, duplicates int) error {
-	hash, size, first, err := t.payload.finish()
-	if err != nil {
-		return err
-	}
+func (c *importCommit) run(format, hash string, size int64, first []byte, duplicates int) error {
+	s, ctx := c.s, c.s.ctx
 	var other int64
-	err = t.tx.QueryRowContext(t.ctx, `SELECT id FROM sources WHERE content_hash = ? AND kind <> 'replay' AND status = 'committed'`, hash).Scan(&other)
+	err := c.tx.QueryRowContext(ctx, `SELECT id FROM sources WHERE content_hash = ? AND kind <> 'replay' AND status = 'committed'`, hash).Scan(&other)
 	switch {
 	case err == nil:
 		return ErrDuplicateSource
 	case !errors.Is(err, sql.ErrNoRows):
 		return err
 	}
-	// Entries that went only into pay parts that were dropped.
-	var dropped []any
-	for p := range t.linked {
-		if !t.added[p] {
-			dropped = append(dropped, p)
-		}
-	}
-	if len(t.linked) > 0 {
-		if _, err := t.tx.ExecContext(t.ctx, `INSERT OR IGNORE INTO pay_part_entries (pay_part_id, entry_id)
-			SELECT p.pay_part, l.entry FROM temp.import_links l JOIN temp.import_parts p ON p.idx = l.part`); err != nil {
-			return err
-		}
-	}
-	if len(dropped) > 0 {
-		if _, err := t.tx.ExecContext(t.ctx, `UPDATE entries SET status = 'rejected' WHERE status = 'mapped' AND id IN (
-			SELECT entry FROM temp.import_links GROUP BY entry HAVING sum(part IN (SELECT idx FROM temp.import_parts)) = 0)`); err != nil {
-			return err
-		}
-	}
-	if _, err := t.tx.ExecContext(t.ctx, `INSERT INTO rejects (source_id, entry_id, line, field, message, hint, created_at)
-		SELECT ?, entry_id, line, field, message, hint, ? FROM temp.import_rejects ORDER BY phase, seq`, t.source, t.now); err != nil {
-		return err
-	}
-	status, entries := "committed", t.entries
-	if t.in.Rejected {
+	status, entries := "committed", s.nEntries
+	if c.rejected {
 		status, entries, duplicates = "rejected", 0, 0
 	}
-	if _, err := t.tx.ExecContext(t.ctx, `UPDATE sources SET content_hash = ?, format = ?, size = ?, payload = ?, status = ?, entries = ?, duplicates = ?, rejects = ?
-		WHERE id = ?`, hash, format, size, first, status, entries, duplicates, t.rejects, t.source); err != nil {
-		if isConstraint(err) {
-			return ErrDuplicateSource
-		}
+	res, err := c.tx.ExecContext(ctx, `INSERT INTO sources (kind, name, content_hash, format, size, payload, status, entries, duplicates, rejects, received_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, s.in.Kind, s.in.Name, hash, format, size, first, status, entries, duplicates, s.nRejects, c.now)
+	if isConstraint(err) {
+		return ErrDuplicateSource
+	}
+	if err != nil {
 		return err
 	}
-	for _, name := range tempNames {
-		if _, err := t.tx.ExecContext(t.ctx, `DROP TABLE temp.`+name); err != nil {
+	if c.source, err = res.LastInsertId(); err != nil {
+		return err
+	}
+	if _, err := c.exec(`INSERT INTO source_chunks (source_id, seq, data) SELECT ?, seq, data FROM %schunks ORDER BY seq`, c.source); err != nil {
+		return err
+	}
+	if _, err := c.exec(`INSERT INTO rejects (source_id, entry_id, line, field, message, hint, created_at)
+		SELECT ?, entry_id, line, field, message, hint, ? FROM %srejects ORDER BY phase, seq`, c.source, c.now); err != nil {
+		return err
+	}
+	if c.rejected {
+		return nil
+	}
+	if s.nDropped > 0 {
+		// Entries that went only into pay parts that were dropped.
+		if _, err := c.exec(`UPDATE %sentries SET status = 'rejected' WHERE status = 'mapped'
+			AND seq IN (SELECT l.entry FROM %slinks l JOIN %sdropped d ON d.idx = l.part)
+			AND seq NOT IN (SELECT l.entry FROM %slinks l JOIN %sparts p ON p.idx = l.part)`); err != nil {
 			return err
+		}
+	}
+	// An entry seen before but never paid (rejected or skipped) is taken
+	// again with its new content; a paid one never is.
+	res, err = c.exec(`INSERT INTO entries (source_id, entry_id, line, content_hash, data, status, note)
+		SELECT ?, entry_id, line, content_hash, data, status, note FROM %sentries WHERE true ORDER BY seq
+		ON CONFLICT (entry_id) DO UPDATE SET source_id = excluded.source_id, line = excluded.line, content_hash = excluded.content_hash,
+			data = excluded.data, status = excluded.status, note = excluded.note
+		WHERE entries.status <> 'mapped'`, c.source)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n != int64(s.nEntries) {
+		var id string
+		if err := c.tx.QueryRowContext(ctx, s.q(`SELECT s.entry_id FROM %sentries s JOIN entries e ON e.entry_id = s.entry_id WHERE e.source_id <> ? ORDER BY s.seq LIMIT 1`), c.source).Scan(&id); err != nil {
+			return fmt.Errorf("%d of %d entries stored: %w", n, s.nEntries, err)
+		}
+		return fmt.Errorf("entry %s was already paid through an earlier import", id)
+	}
+	if err := c.payParts(); err != nil {
+		return err
+	}
+	_, err = c.exec(`INSERT OR IGNORE INTO pay_part_entries (pay_part_id, entry_id)
+		SELECT p.pay_part, e.id FROM %slinks l JOIN %spay_parts p ON p.idx = l.part JOIN %sentries s ON s.seq = l.entry JOIN entries e ON e.entry_id = s.entry_id`)
+	return err
+}
+
+// payParts inserts the staged pay parts: per company in order of first
+// appearance, each company's in order of index, into batches of at most
+// BatchSize; each pay part's id is noted for its entries.
+func (c *importCommit) payParts() error {
+	s, ctx := c.s, c.s.ctx
+	rows, err := c.tx.QueryContext(ctx, s.q(`SELECT company_id FROM %sparts GROUP BY company_id ORDER BY min(idx)`))
+	if err != nil {
+		return err
+	}
+	var companies []string
+	for rows.Next() {
+		var co string
+		if err := rows.Scan(&co); err != nil {
+			rows.Close()
+			return err
+		}
+		companies = append(companies, co)
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	if c.part, err = c.tx.PrepareContext(ctx, `INSERT INTO pay_parts (batch_id, seq, company_id, employee_id, employee_name, code, units, rate, amount, description, rule, state, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)`); err != nil {
+		return err
+	}
+	defer c.part.Close()
+	noteID, err := c.tx.PrepareContext(ctx, s.q(`INSERT INTO %spay_parts (idx, pay_part) VALUES (?, ?)`))
+	if err != nil {
+		return err
+	}
+	defer noteID.Close()
+	const page = 1000
+	type row struct {
+		idx                                     int
+		employee, name, code, description, rule string
+		units, rate, amount                     sql.NullString
+	}
+	for _, co := range companies {
+		for after := -1; ; {
+			rows, err := c.tx.QueryContext(ctx, s.q(`SELECT idx, employee_id, employee_name, code, units, rate, amount, description, rule FROM %sparts
+				WHERE company_id = ? AND idx > ? ORDER BY idx LIMIT ?`), co, after, page)
+			if err != nil {
+				return err
+			}
+			var got []row
+			for rows.Next() {
+				var r row
+				if err := rows.Scan(&r.idx, &r.employee, &r.name, &r.code, &r.units, &r.rate, &r.amount, &r.description, &r.rule); err != nil {
+					rows.Close()
+					return err
+				}
+				got = append(got, r)
+			}
+			if err := rows.Close(); err != nil {
+				return err
+			}
+			for _, r := range got {
+				b, err := c.batchFor(co)
+				if err != nil {
+					return err
+				}
+				res, err := c.part.ExecContext(ctx, b.id, b.n, co, r.employee, r.name, r.code, r.units, r.rate, r.amount, r.description, r.rule, c.now)
+				if err != nil {
+					return err
+				}
+				pid, err := res.LastInsertId()
+				if err != nil {
+					return err
+				}
+				if _, err := noteID.ExecContext(ctx, r.idx, pid); err != nil {
+					return err
+				}
+				if b.n++; s.in.Accumulate && b.n >= s.in.BatchSize {
+					if _, err := c.tx.ExecContext(ctx, `UPDATE batches SET sealed = 1, updated_at = ? WHERE id = ?`, c.now, b.id); err != nil {
+						return err
+					}
+				}
+			}
+			if len(got) < page {
+				break
+			}
+			after = got[len(got)-1].idx
 		}
 	}
 	return nil
 }
 
-// Rollback abandons the import: nothing of it is kept. It does nothing
-// after Commit.
-func (t *ImportTx) Rollback() error {
-	t.payload.release()
-	if t.done {
-		return nil
+// batchFor returns the batch company's next pay part goes into: the
+// current one while it has room, else a new one (Accumulate: the
+// company's open batch, of this import or an earlier one).
+func (c *importCommit) batchFor(company string) (*openBatch, error) {
+	s, ctx := c.s, c.s.ctx
+	if b := c.open[company]; b != nil && b.n < s.in.BatchSize {
+		return b, nil
 	}
-	t.done = true
-	err := t.tx.Rollback()
-	t.restore()
-	if errors.Is(err, sql.ErrTxDone) {
-		return nil
+	if s.in.Accumulate {
+		var ob openBatch
+		err := c.tx.QueryRowContext(ctx, `SELECT b.id, (SELECT count(*) FROM pay_parts p WHERE p.batch_id = b.id) FROM batches b
+			WHERE b.company_id = ? AND b.sealed = 0 AND b.state = 'pending' ORDER BY b.id LIMIT 1`, company).Scan(&ob.id, &ob.n)
+		switch {
+		case err == nil && ob.n < s.in.BatchSize:
+			c.open[company] = &ob
+			c.batchIDs = append(c.batchIDs, ob.id)
+			return &ob, nil
+		case err != nil && !errors.Is(err, sql.ErrNoRows):
+			return nil, err
+		}
 	}
-	return err
+	res, err := c.tx.ExecContext(ctx, `INSERT INTO batches (company_id, source_id, state, created_at, updated_at) VALUES (?, ?, 'pending', ?, ?)`,
+		company, c.source, c.now, c.now)
+	if err != nil {
+		return nil, err
+	}
+	b := &openBatch{}
+	if b.id, err = res.LastInsertId(); err != nil {
+		return nil, err
+	}
+	if s.in.Accumulate {
+		if _, err := c.tx.ExecContext(ctx, `UPDATE batches SET sealed = 0 WHERE id = ?`, b.id); err != nil {
+			return nil, err
+		}
+	}
+	c.open[company] = b
+	c.batchIDs = append(c.batchIDs, b.id)
+	return b, nil
 }
 
-// restore gives the connection back its page cache size.
-func (t *ImportTx) restore() {
-	if t.cacheSize != 0 {
-		t.l.db.ExecContext(context.WithoutCancel(t.ctx), fmt.Sprintf(`PRAGMA cache_size = %d`, t.cacheSize))
-	}
-}
-
-// payloadWriter hashes, counts and stores a source's input in gzip'd
+// payloadWriter hashes, counts and stages a source's input in gzip'd
 // chunks. The first chunk is held until a second one is needed: a source
 // of one chunk keeps it in sources.payload, as CommitImport stores it.
 type payloadWriter struct {
-	t     *ImportTx
+	s     *StagedImport
 	h     hash.Hash
 	size  int64
 	buf   []byte // input not yet compressed
 	first []byte // chunk 0, compressed, while it may be the only one
-	seq   int    // chunks stored in source_chunks
+	seq   int    // chunks staged
 	zw    *gzip.Writer
 	out   bytes.Buffer
 }
@@ -554,25 +620,25 @@ func (w *payloadWriter) flush() error {
 		return nil
 	}
 	if w.first != nil {
-		if err := w.store(w.first); err != nil {
+		if err := w.stage(w.first); err != nil {
 			return err
 		}
 		w.first = nil
 	}
-	return w.store(w.out.Bytes())
+	return w.stage(w.out.Bytes())
 }
 
-func (w *payloadWriter) store(gz []byte) error {
-	if _, err := w.t.tx.ExecContext(w.t.ctx, `INSERT INTO source_chunks (source_id, seq, data) VALUES (?, ?, ?)`, w.t.source, w.seq, gz); err != nil {
+func (w *payloadWriter) stage(gz []byte) error {
+	if _, err := w.s.l.db.ExecContext(w.s.ctx, `INSERT INTO `+w.s.t+`chunks (seq, data) VALUES (?, ?)`, w.seq, gz); err != nil {
 		return err
 	}
 	w.seq++
 	return nil
 }
 
-// finish stores what is left and returns the input's hash and size, and
+// finish stages what is left and returns the input's hash and size, and
 // the one chunk to keep in sources.payload (nil when there are more).
-func (w *payloadWriter) finish() (hash string, size int64, first []byte, err error) {
+func (w *payloadWriter) finish() (sum string, size int64, first []byte, err error) {
 	if w.h == nil {
 		w.h = sha256.New()
 	}

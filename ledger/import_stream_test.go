@@ -9,38 +9,47 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paysync/paysync"
 )
 
-// beginImport starts a streaming import and rolls it back at the end of
+// beginImport starts staging an import; it is rolled back at the end of
 // the test unless it was committed.
-func beginImport(t *testing.T, l *Ledger, in StreamImport) *ImportTx {
+func beginImport(t *testing.T, l *Ledger, in StreamImport) *StagedImport {
 	t.Helper()
-	tx, err := l.BeginImport(t.Context(), in)
+	s, err := l.BeginImport(t.Context(), in)
 	if err != nil {
 		t.Fatalf("BeginImport: %v", err)
 	}
-	t.Cleanup(func() { tx.Rollback() })
-	return tx
+	t.Cleanup(func() { s.Rollback() })
+	return s
 }
 
-func mustWrite(t *testing.T, tx *ImportTx, s string) {
+func mustWrite(t *testing.T, s *StagedImport, p string) {
 	t.Helper()
-	if _, err := tx.Write([]byte(s)); err != nil {
+	if _, err := s.Write([]byte(p)); err != nil {
 		t.Fatalf("Write: %v", err)
 	}
 }
 
-func mustAddEntry(t *testing.T, tx *ImportTx, e NewEntry) int64 {
+func mustAddEntry(t *testing.T, s *StagedImport, e NewEntry) int64 {
 	t.Helper()
-	id, err := tx.AddEntry(e, nil)
+	seq, err := s.AddEntry(e, nil)
 	if err != nil {
 		t.Fatalf("AddEntry(%s): %v", e.Entry.ID, err)
 	}
-	return id
+	return seq
 }
 
+func mustFlush(t *testing.T, s *StagedImport) {
+	t.Helper()
+	if err := s.Flush(); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+}
+
+// query renders the rows of q, one line each.
 func query(t *testing.T, l *Ledger, q string, args ...any) string {
 	t.Helper()
 	rows, err := l.db.QueryContext(t.Context(), q, args...)
@@ -74,76 +83,70 @@ func query(t *testing.T, l *Ledger, q string, args ...any) string {
 	return strings.Join(out, "\n")
 }
 
-func TestImportTx_Commit(t *testing.T) {
+func TestStagedImport_Commit(t *testing.T) {
 	t.Parallel()
 	l, _ := newLedger(t)
 	ctx := t.Context()
-	tx := beginImport(t, l, StreamImport{Kind: "file", Name: "hours.csv", BatchSize: 2})
+	s := beginImport(t, l, StreamImport{Kind: "file", Name: "hours.csv", BatchSize: 2})
 	payload := "id,hours\n" + strings.Repeat("e,1\n", 50)
-	mustWrite(t, tx, payload[:7])
-	mustWrite(t, tx, payload[7:])
+	mustWrite(t, s, payload[:7])
+	mustWrite(t, s, payload[7:])
 
-	if seen, err := tx.Seen("e1"); err != nil || seen {
-		t.Fatalf("Seen(e1) = %v, %v; want false", seen, err)
-	}
-	if seen, err := tx.Seen("e1"); err != nil || !seen {
-		t.Fatalf("Seen(e1) again = %v, %v; want true", seen, err)
-	}
-	// Entries: e1..e5 mapped, e6 skipped.
-	var rows []int64
-	for i := 1; i <= 6; i++ {
+	// Entries: e1..e6 mapped, e7 skipped, in two flushes.
+	var seqs []int64
+	for i := 1; i <= 7; i++ {
 		status := EntryMapped
-		if i == 6 {
+		if i == 7 {
 			status = EntrySkipped
 		}
-		rows = append(rows, mustAddEntry(t, tx, newEntry(t, ent("hours.csv", i+1, fmt.Sprintf("e%d", i), "7.5"), status)))
+		s.See(fmt.Sprintf("e%d", i))
+		seqs = append(seqs, mustAddEntry(t, s, newEntry(t, ent("hours.csv", i+1, fmt.Sprintf("e%d", i), "7.5"), status)))
+		if i == 3 {
+			mustFlush(t, s)
+		}
+	}
+	if _, seen, err := s.Lookup([]string{"e1", "e7", "e8"}); err != nil || !reflect.DeepEqual(seen, map[string]bool{"e1": true, "e7": true}) {
+		t.Fatalf("Lookup: seen %v, %v", seen, err)
 	}
 	// Rejects out of phase order: stored by phase, then in order added.
 	for _, r := range []struct {
 		phase int
 		msg   string
 	}{{PhasePlan, "plan 1"}, {PhaseEntry, "entry 1"}, {PhaseRead, "read 1"}, {PhaseEntry, "entry 2"}, {PhaseRead, "read 2"}} {
-		if err := tx.AddReject(r.phase, NewReject{Message: r.msg, EntryID: "x", Line: 3, Field: "f", Hint: "h"}); err != nil {
-			t.Fatal(err)
-		}
+		s.AddReject(r.phase, NewReject{Message: r.msg, EntryID: "x", Line: 3, Field: "f", Hint: "h"})
 	}
-	// Company A: a direct pay part of e1, then aggregated ones (linked):
-	// part 7 of e2+e3, part 8 of e3+e4, part 9 of e5 (dropped: never added).
-	// Company B: one of e2 (direct) in between.
-	if err := tx.AddPayPart(0, pp("A", "a1"), rows[0]); err != nil {
-		t.Fatal(err)
-	}
+	// Pay parts by index in order of first appearance: 0 (A, of e1),
+	// 1 (B, of e2), 2 (A, of e2 and e3), 3 (A, of e3 and e4), 4 (dropped,
+	// of e5 only), 5 (dropped, of e6), 6 (A, of e6): e5 is rejected, e6 not.
 	for _, link := range []struct {
-		row  int64
-		part int
-	}{{rows[1], 7}, {rows[2], 7}, {rows[2], 8}, {rows[3], 8}, {rows[4], 9}, {rows[1], 7}} {
-		if err := tx.Link(link.row, link.part); err != nil {
-			t.Fatal(err)
-		}
+		entry int64
+		part  int
+	}{{seqs[0], 0}, {seqs[1], 1}, {seqs[1], 2}, {seqs[2], 2}, {seqs[2], 3}, {seqs[3], 3}, {seqs[4], 4}, {seqs[5], 5}, {seqs[5], 6}, {seqs[1], 2}} {
+		s.Link(link.entry, link.part)
 	}
-	if err := tx.AddPayPart(1, pp("B", "b1"), rows[1]); err != nil {
-		t.Fatal(err)
-	}
-	for _, part := range []int{7, 8} {
-		if err := tx.AddPayPart(part, pp("A", fmt.Sprintf("a%d", part))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, err := tx.Commit("csv", 3)
+	s.AddPayPart(1, pp("B", "b1"))
+	s.AddPayPart(0, pp("A", "a0"))
+	mustFlush(t, s)
+	s.AddPayPart(3, pp("A", "a3"))
+	s.AddPayPart(2, pp("A", "a2"))
+	s.AddPayPart(6, pp("A", "a6"))
+	s.DropPayPart(4)
+	s.DropPayPart(5)
+	c, err := s.Commit("csv", 3, false)
 	if err != nil {
 		t.Fatalf("Commit: %v", err)
 	}
-	if c.SourceID != tx.SourceID() || !reflect.DeepEqual(c.BatchIDs, []int64{1, 2, 3}) {
+	if !reflect.DeepEqual(c.BatchIDs, []int64{1, 2, 3}) {
 		t.Fatalf("Committed = %+v", c)
 	}
-	s, err := l.Source(ctx, c.SourceID)
+	src, err := l.Source(ctx, c.SourceID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Source{ID: c.SourceID, Kind: "file", Name: "hours.csv", Hash: HashPayload([]byte(payload)), Format: "csv", Size: int64(len(payload)),
-		Status: "committed", Entries: 6, Duplicates: 3, Rejects: 5, ReceivedAt: t0}
-	if s != want {
-		t.Errorf("Source = %+v\nwant     %+v", s, want)
+		Status: "committed", Entries: 7, Duplicates: 3, Rejects: 5, ReceivedAt: t0}
+	if src != want {
+		t.Errorf("Source = %+v\nwant     %+v", src, want)
 	}
 	if got, err := l.SourcePayload(ctx, c.SourceID); err != nil || string(got) != payload {
 		t.Errorf("SourcePayload = %q, %v", got, err)
@@ -155,28 +158,28 @@ func TestImportTx_Commit(t *testing.T) {
 	if got, want := query(t, l, `SELECT message FROM rejects WHERE source_id = ? ORDER BY id`, c.SourceID), "read 1\nread 2\nentry 1\nentry 2\nplan 1"; got != want {
 		t.Errorf("rejects:\n%s\nwant\n%s", got, want)
 	}
-	// Batches: A's first two pay parts in batch 1, B's in 2, A's third in 3.
-	if got, want := query(t, l, `SELECT b.id, b.company_id, b.sealed, p.seq, p.employee_id FROM pay_parts p JOIN batches b ON b.id = p.batch_id ORDER BY p.id`),
-		"1 A 1 0 a1\n2 B 1 0 b1\n1 A 1 1 a7\n3 A 1 0 a8"; got != want {
+	// Batches: A (first seen) a0, a2 | a3, a6, then B: b1.
+	if got, want := query(t, l, `SELECT b.id, b.company_id, b.sealed, p.seq, p.employee_id, p.units FROM pay_parts p JOIN batches b ON b.id = p.batch_id ORDER BY p.id`),
+		"1 A 1 0 a0 7.5\n1 A 1 1 a2 7.5\n2 A 1 0 a3 7.5\n2 A 1 1 a6 7.5\n3 B 1 0 b1 7.5"; got != want {
 		t.Errorf("pay parts:\n%s\nwant\n%s", got, want)
 	}
-	if got, want := query(t, l, `SELECT p.employee_id, e.entry_id FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id JOIN entries e ON e.id = pe.entry_id ORDER BY p.id, e.id`),
-		"a1 e1\nb1 e2\na7 e2\na7 e3\na8 e3\na8 e4"; got != want {
+	if got, want := query(t, l, `SELECT p.employee_id, group_concat(e.entry_id) FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id JOIN entries e ON e.id = pe.entry_id
+		GROUP BY p.id ORDER BY p.id`), "a0 e1\na2 e2,e3\na3 e3,e4\na6 e6\nb1 e2"; got != want {
 		t.Errorf("links:\n%s\nwant\n%s", got, want)
 	}
-	// e5 went only into the dropped pay part 9: rejected.
-	if got, want := query(t, l, `SELECT entry_id, status FROM entries ORDER BY id`), "e1 mapped\ne2 mapped\ne3 mapped\ne4 mapped\ne5 rejected\ne6 skipped"; got != want {
+	if got, want := query(t, l, `SELECT entry_id, status, line FROM entries ORDER BY id`),
+		"e1 mapped 2\ne2 mapped 3\ne3 mapped 4\ne4 mapped 5\ne5 rejected 6\ne6 mapped 7\ne7 skipped 8"; got != want {
 		t.Errorf("entries:\n%s\nwant\n%s", got, want)
 	}
 	if got := query(t, l, `SELECT count(*) FROM sqlite_temp_master`); got != "0" {
-		t.Errorf("%s temporary tables left", got)
+		t.Errorf("%s temporary tables and indexes left", got)
 	}
-	if err := tx.Rollback(); err != nil {
-		t.Errorf("Rollback after Commit: %v", err)
+	if _, err := s.Commit("csv", 0, false); err == nil {
+		t.Error("a second Commit succeeded")
 	}
 }
 
-func TestImportTx_ChunkedPayload(t *testing.T) {
+func TestStagedImport_ChunkedPayload(t *testing.T) {
 	t.Parallel()
 	l, _ := newLedger(t)
 	ctx := t.Context()
@@ -186,16 +189,16 @@ func TestImportTx_ChunkedPayload(t *testing.T) {
 	for payload.Len() < chunkSize*7/2 {
 		fmt.Fprintf(&payload, "%d,%x\n", payload.Len(), rng.Uint64())
 	}
-	tx := beginImport(t, l, StreamImport{Kind: "stdin", Name: "stdin"})
+	s := beginImport(t, l, StreamImport{Kind: "stdin", Name: "stdin"})
 	for b := payload.Bytes(); len(b) > 0; {
 		n := min(len(b), 1+rng.IntN(200_000))
-		mustWrite(t, tx, string(b[:n]))
+		mustWrite(t, s, string(b[:n]))
 		b = b[n:]
 	}
-	if got, want := tx.Hash(), HashPayload(payload.Bytes()); got != want {
+	if got, want := s.Hash(), HashPayload(payload.Bytes()); got != want {
 		t.Errorf("Hash = %s, want %s", got, want)
 	}
-	c, err := tx.Commit("csv", 0)
+	c, err := s.Commit("csv", 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,8 +219,8 @@ func TestImportTx_ChunkedPayload(t *testing.T) {
 		t.Errorf("CopySourcePayload(999) = %v, want ErrNotFound", err)
 	}
 	// An empty source is one (empty) chunk.
-	tx = beginImport(t, l, StreamImport{Kind: "file", Name: "empty.csv"})
-	c, err = tx.Commit("csv", 0)
+	s = beginImport(t, l, StreamImport{Kind: "file", Name: "empty.csv"})
+	c, err = s.Commit("csv", 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,48 +230,57 @@ func TestImportTx_ChunkedPayload(t *testing.T) {
 	}
 }
 
-// TestImportTx_RollbackLeavesNothing: an import abandoned at any point (a
-// failure, a cancelled context, a crash) leaves the ledger as it was.
-func TestImportTx_RollbackLeavesNothing(t *testing.T) {
+// TestStagedImport_NothingUntilCommit: while an import is staged the ledger
+// is free for other work (no transaction is held: the payroll token can be
+// saved meanwhile), shows nothing of the import, and an import abandoned
+// at any point leaves it as it was.
+func TestStagedImport_NothingUntilCommit(t *testing.T) {
 	t.Parallel()
-	for _, how := range []string{"rollback", "cancel"} {
+	for _, how := range []string{"rollback", "cancel", "paid meanwhile"} {
 		t.Run(how, func(t *testing.T) {
 			t.Parallel()
 			l, _ := newLedger(t)
 			// Something there before: an earlier import with a rejected entry
 			// that the abandoned import takes again.
-			old := commit(t, l, ImportIntent{Source: src("old.csv", "old"), Entries: []NewEntry{newEntry(t, ent("old.csv", 1, "r1", "1"), EntryRejected)}})
-			before, counts := dump(t, l), tableCounts(t, l)
+			commit(t, l, ImportIntent{Source: src("old.csv", "old"), Entries: []NewEntry{newEntry(t, ent("old.csv", 1, "r1", "1"), EntryRejected)}})
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
-			tx, err := l.BeginImport(ctx, StreamImport{Kind: "file", Name: "new.csv", BatchSize: 1})
+			s, err := l.BeginImport(ctx, StreamImport{Kind: "file", Name: "new.csv", BatchSize: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
-			mustWrite(t, tx, strings.Repeat("x", 3*chunkSize+5))
-			r1 := mustAddEntry(t, tx, newEntry(t, ent("new.csv", 1, "r1", "2"), EntryMapped))
-			r2 := mustAddEntry(t, tx, newEntry(t, ent("new.csv", 2, "r2", "2"), EntryMapped))
-			if err := tx.Link(r2, 0); err != nil {
-				t.Fatal(err)
+			mustWrite(t, s, strings.Repeat("x", 3*chunkSize+5))
+			r1 := mustAddEntry(t, s, newEntry(t, ent("new.csv", 1, "r1", "2"), EntryMapped))
+			r2 := mustAddEntry(t, s, newEntry(t, ent("new.csv", 2, "r2", "2"), EntryMapped))
+			s.Link(r1, 0)
+			s.Link(r2, 1)
+			s.AddPayPart(0, pp("A", "a"))
+			s.AddPayPart(1, pp("A", "a"))
+			s.AddReject(PhaseEntry, NewReject{Message: "m"})
+			mustFlush(t, s)
+			// Meanwhile: other work on the ledger, within a second.
+			wctx, wcancel := context.WithTimeout(t.Context(), time.Second)
+			defer wcancel()
+			if err := l.SaveCredentials(wctx, "payroll", "rt", "seed", "", time.Time{}, time.Time{}); err != nil {
+				t.Fatalf("SaveCredentials while an import is staged: %v", err)
 			}
-			if err := tx.AddPayPart(0, pp("A", "a")); err != nil {
-				t.Fatal(err)
-			}
-			if err := tx.AddPayPart(1, pp("A", "a"), r1); err != nil {
-				t.Fatal(err)
-			}
-			if err := tx.AddReject(PhaseEntry, NewReject{Message: "m"}); err != nil {
-				t.Fatal(err)
-			}
+			before, counts := dump(t, l), tableCounts(t, l)
 			switch how {
 			case "rollback":
-				if err := tx.Rollback(); err != nil {
+				if err := s.Rollback(); err != nil {
 					t.Fatal(err)
 				}
 			case "cancel":
 				cancel()
-				if _, err := tx.Commit("csv", 0); !errors.Is(err, context.Canceled) {
+				if _, err := s.Commit("csv", 0, false); !errors.Is(err, context.Canceled) {
 					t.Fatalf("Commit after cancel = %v", err)
+				}
+			case "paid meanwhile":
+				// Another import pays r2 before this one commits.
+				commit(t, l, ImportIntent{Source: src("other.csv", "other"), Entries: []NewEntry{newEntry(t, ent("other.csv", 1, "r2", "5"), EntryMapped)}})
+				before, counts = dump(t, l), tableCounts(t, l)
+				if _, err := s.Commit("csv", 0, false); err == nil || !strings.Contains(err.Error(), "entry r2 was already paid") {
+					t.Fatalf("Commit = %v, want entry r2 already paid", err)
 				}
 			}
 			if after := dump(t, l); after != before {
@@ -277,78 +289,67 @@ func TestImportTx_RollbackLeavesNothing(t *testing.T) {
 			if got := tableCounts(t, l); !reflect.DeepEqual(got, counts) {
 				t.Errorf("tables %v, want %v", got, counts)
 			}
-			if got := query(t, l, `SELECT count(*) FROM source_chunks`); got != "0" {
-				t.Errorf("%s chunks left", got)
+			if got := query(t, l, `SELECT (SELECT count(*) FROM source_chunks) + (SELECT count(*) FROM sqlite_temp_master)`); got != "0" {
+				t.Errorf("%s chunks or temporary tables left", got)
 			}
-			// The ledger is usable afterwards; the temporary tables are gone.
-			tx = beginImport(t, l, StreamImport{Kind: "file", Name: "again.csv"})
-			if seen, err := tx.Seen("r2"); err != nil || seen {
-				t.Errorf("Seen(r2) in a new import = %v, %v", seen, err)
-			}
-			if _, err := tx.Commit("csv", 0); err != nil {
-				t.Fatal(err)
-			}
-			_ = old
 		})
 	}
 }
 
-func TestImportTx_DuplicateSource(t *testing.T) {
+func TestStagedImport_DuplicateSource(t *testing.T) {
 	t.Parallel()
 	l, _ := newLedger(t)
 	first := commit(t, l, ImportIntent{Source: src("a.csv", "same content")})
 	before := dump(t, l)
-	tx := beginImport(t, l, StreamImport{Kind: "stdin", Name: "stdin"})
-	mustWrite(t, tx, "same content")
-	mustAddEntry(t, tx, newEntry(t, ent("stdin", 1, "d1", "1"), EntryMapped))
-	if _, err := tx.Commit("csv", 0); !errors.Is(err, ErrDuplicateSource) {
+	s := beginImport(t, l, StreamImport{Kind: "stdin", Name: "stdin"})
+	mustWrite(t, s, "same content")
+	mustAddEntry(t, s, newEntry(t, ent("stdin", 1, "d1", "1"), EntryMapped))
+	if _, err := s.Commit("csv", 0, false); !errors.Is(err, ErrDuplicateSource) {
 		t.Fatalf("Commit of the same content = %v, want ErrDuplicateSource", err)
 	}
 	if after := dump(t, l); after != before {
 		t.Errorf("the ledger changed:\n%s\nwant\n%s", after, before)
 	}
-	if s, ok, err := l.SourceByHash(t.Context(), tx.Hash()); err != nil || !ok || s.ID != first.SourceID {
-		t.Errorf("SourceByHash = %+v, %v, %v", s, ok, err)
+	if src, ok, err := l.SourceByHash(t.Context(), s.Hash()); err != nil || !ok || src.ID != first.SourceID {
+		t.Errorf("SourceByHash = %+v, %v, %v", src, ok, err)
 	}
 }
 
-func TestImportTx_Rejected(t *testing.T) {
+func TestStagedImport_Rejected(t *testing.T) {
 	t.Parallel()
 	l, _ := newLedger(t)
-	tx := beginImport(t, l, StreamImport{Kind: "file", Name: "bad.csv", Rejected: true})
-	mustWrite(t, tx, "bad content")
-	if _, err := tx.AddEntry(newEntry(t, ent("bad.csv", 1, "b1", "1"), EntryMapped), nil); err == nil {
-		t.Error("AddEntry of a rejected source succeeded")
-	}
-	if err := tx.AddPayPart(0, pp("A", "a")); err == nil {
-		t.Error("AddPayPart of a rejected source succeeded")
-	}
-	if err := tx.AddReject(PhaseEntry, NewReject{EntryID: "b1", Line: 2, Message: "bad"}); err != nil {
-		t.Fatal(err)
-	}
-	c, err := tx.Commit("csv", 4)
+	s := beginImport(t, l, StreamImport{Kind: "file", Name: "bad.csv"})
+	mustWrite(t, s, "bad content")
+	seq := mustAddEntry(t, s, newEntry(t, ent("bad.csv", 1, "b1", "1"), EntryMapped))
+	s.Link(seq, 0)
+	s.AddPayPart(0, pp("A", "a"))
+	s.AddReject(PhaseEntry, NewReject{EntryID: "b2", Line: 2, Message: "bad"})
+	c, err := s.Commit("csv", 4, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := query(t, l, `SELECT status, entries, duplicates, rejects FROM sources WHERE id = ?`, c.SourceID), "rejected 0 0 1"; got != want {
 		t.Errorf("source: %s, want %s", got, want)
 	}
-	if got := query(t, l, `SELECT (SELECT count(*) FROM entries) + (SELECT count(*) FROM batches) + (SELECT count(*) FROM pay_parts)`); got != "0" {
-		t.Errorf("%s entries, batches or pay parts stored", got)
+	if got := query(t, l, `SELECT (SELECT count(*) FROM entries) + (SELECT count(*) FROM batches) + (SELECT count(*) FROM pay_parts)`); got != "0" || len(c.BatchIDs) != 0 {
+		t.Errorf("%s entries, batches or pay parts stored; batches %v", got, c.BatchIDs)
+	}
+	if got := query(t, l, `SELECT entry_id, message FROM rejects`); got != "b2 bad" {
+		t.Errorf("rejects: %s", got)
 	}
 	// A rejected source is not "already imported": the same content again
 	// is imported.
 	if _, ok, _ := l.SourceByHash(t.Context(), HashPayload([]byte("bad content"))); ok {
 		t.Error("a rejected source counts as imported")
 	}
-	tx = beginImport(t, l, StreamImport{Kind: "file", Name: "bad.csv"})
-	mustWrite(t, tx, "bad content")
-	if _, err := tx.Commit("csv", 0); err != nil {
+	s = beginImport(t, l, StreamImport{Kind: "file", Name: "bad.csv"})
+	mustWrite(t, s, "bad content")
+	if _, err := s.Commit("csv", 0, false); err != nil {
 		t.Errorf("the same content after a rejected source: %v", err)
 	}
 }
 
-func TestImportTx_EntriesSeenBefore(t *testing.T) {
+func TestStagedImport_EntriesSeenBefore(t *testing.T) {
 	t.Parallel()
 	l, _ := newLedger(t)
 	commit(t, l, ImportIntent{Source: src("old.csv", "old"), Entries: []NewEntry{
@@ -356,27 +357,27 @@ func TestImportTx_EntriesSeenBefore(t *testing.T) {
 		newEntry(t, ent("old.csv", 2, "skip", "0"), EntrySkipped),
 		newEntry(t, ent("old.csv", 3, "rej", "1"), EntryRejected),
 	}})
-	tx := beginImport(t, l, StreamImport{Kind: "file", Name: "new.csv"})
+	s := beginImport(t, l, StreamImport{Kind: "file", Name: "new.csv"})
 	ids := []string{"paid", "skip", "rej", "new"}
 	for i := 0; i < 600; i++ { // past one lookup chunk
 		ids = append(ids, fmt.Sprintf("none-%d", i))
+		s.See(fmt.Sprintf("none-%d", i))
 	}
-	known, err := tx.Lookup(ids)
+	known, seen, err := s.Lookup(ids)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(known) != 3 || known["paid"].Status != EntryMapped || known["skip"].Status != EntrySkipped || known["rej"].SourceName != "old.csv" {
-		t.Fatalf("Lookup = %+v", known)
+		t.Fatalf("Lookup: known %+v", known)
+	}
+	if len(seen) != 600 || !seen["none-599"] || seen["new"] {
+		t.Fatalf("Lookup: %d seen", len(seen))
 	}
 	// A rejected or skipped entry is taken again with its new content.
 	for _, id := range []string{"skip", "rej", "new"} {
-		mustAddEntry(t, tx, newEntry(t, ent("new.csv", 1, id, "3"), EntryMapped))
+		mustAddEntry(t, s, newEntry(t, ent("new.csv", 1, id, "3"), EntryMapped))
 	}
-	// A paid one is not.
-	if _, err := tx.AddEntry(newEntry(t, ent("new.csv", 1, "paid", "3"), EntryMapped), nil); err == nil || !strings.Contains(err.Error(), "already paid") {
-		t.Fatalf("AddEntry(paid) = %v", err)
-	}
-	c, err := tx.Commit("csv", 0)
+	c, err := s.Commit("csv", 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,22 +387,21 @@ func TestImportTx_EntriesSeenBefore(t *testing.T) {
 	}
 }
 
-func TestImportTx_Accumulate(t *testing.T) {
+func TestStagedImport_Accumulate(t *testing.T) {
 	t.Parallel()
 	l, _ := newLedger(t)
 	// An open batch of company A with one pay part, from an earlier source.
 	e0 := ent("m0", 1, "m0", "1")
 	first := commit(t, l, ImportIntent{Source: src("m0", "m0"), Entries: []NewEntry{newEntry(t, e0, EntryMapped)},
 		PayParts: []paysync.PlannedPayPart{pp("A", "a0", e0.Ref())}, BatchSize: 3, Accumulate: true})
-	tx := beginImport(t, l, StreamImport{Kind: "nats", Name: "m1", BatchSize: 3, Accumulate: true})
-	mustWrite(t, tx, "m1")
+	s := beginImport(t, l, StreamImport{Kind: "nats", Name: "m1", BatchSize: 3, Accumulate: true})
+	mustWrite(t, s, "m1")
 	for i := 1; i <= 4; i++ {
-		row := mustAddEntry(t, tx, newEntry(t, ent("m1", i, fmt.Sprintf("m1-%d", i), "1"), EntryMapped))
-		if err := tx.AddPayPart(i, pp("A", fmt.Sprintf("a%d", i)), row); err != nil {
-			t.Fatal(err)
-		}
+		seq := mustAddEntry(t, s, newEntry(t, ent("m1", i, fmt.Sprintf("m1-%d", i), "1"), EntryMapped))
+		s.Link(seq, i)
+		s.AddPayPart(i, pp("A", fmt.Sprintf("a%d", i)))
 	}
-	c, err := tx.Commit("json", 0)
+	c, err := s.Commit("json", 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,5 +412,33 @@ func TestImportTx_Accumulate(t *testing.T) {
 	if got, want := query(t, l, `SELECT b.id, b.sealed, coalesce(b.source_id, 0), group_concat(p.employee_id) FROM batches b JOIN pay_parts p ON p.batch_id = b.id GROUP BY b.id ORDER BY b.id`),
 		fmt.Sprintf("1 1 %d a0,a1,a2\n2 0 %d a3,a4", first.SourceID, c.SourceID); got != want {
 		t.Errorf("batches:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestStagedImport_TwoAtOnce: two imports staged at the same time on the
+// ledger's connection keep apart.
+func TestStagedImport_TwoAtOnce(t *testing.T) {
+	t.Parallel()
+	l, _ := newLedger(t)
+	a := beginImport(t, l, StreamImport{Kind: "file", Name: "a.csv"})
+	b := beginImport(t, l, StreamImport{Kind: "file", Name: "b.csv"})
+	mustWrite(t, a, "a")
+	mustWrite(t, b, "b")
+	a.See("x")
+	mustAddEntry(t, a, newEntry(t, ent("a.csv", 1, "x", "1"), EntryMapped))
+	mustAddEntry(t, b, newEntry(t, ent("b.csv", 1, "y", "1"), EntryMapped))
+	if _, seen, err := b.Lookup([]string{"x"}); err != nil || seen["x"] {
+		t.Fatalf("b sees a's entry: %v %v", seen, err)
+	}
+	ca, err := a.Commit("csv", 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := b.Commit("csv", 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := query(t, l, `SELECT source_id, entry_id FROM entries ORDER BY id`), fmt.Sprintf("%d x\n%d y", ca.SourceID, cb.SourceID); got != want {
+		t.Errorf("entries:\n%s\nwant\n%s", got, want)
 	}
 }

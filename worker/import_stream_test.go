@@ -834,3 +834,95 @@ func (f importerFunc) ImportFrom(ctx context.Context, kind, name string, r io.Re
 func (f importerFunc) Import(ctx context.Context, kind, name string, payload []byte) (worker.Report, error) {
 	return f(ctx, kind, name, bytes.NewReader(payload))
 }
+
+// ledgerTokens keeps the payroll tokens in the ledger, as paysync does.
+type ledgerTokens struct{ l *ledger.Ledger }
+
+func (s ledgerTokens) Load(ctx context.Context) (payroll.StoredToken, error) {
+	rt, seed, at, err := s.l.Credentials(ctx, "payroll")
+	if errors.Is(err, ledger.ErrNoCredentials) {
+		return payroll.StoredToken{}, payroll.ErrNoStoredToken
+	}
+	if err != nil {
+		return payroll.StoredToken{}, err
+	}
+	st := payroll.StoredToken{RefreshToken: rt, Seed: seed, UpdatedAt: at}
+	st.AccessToken, st.Issued, st.Expiry, err = s.l.AccessToken(ctx, "payroll")
+	return st, err
+}
+
+func (s ledgerTokens) Save(ctx context.Context, st payroll.StoredToken) error {
+	return s.l.SaveCredentials(ctx, "payroll", st.RefreshToken, st.Seed, st.AccessToken, st.Issued, st.Expiry)
+}
+
+// slowReader pauses once, after the first n bytes.
+type slowReader struct {
+	r     io.Reader
+	n     int
+	pause time.Duration
+}
+
+func (s *slowReader) Read(p []byte) (int, error) {
+	if s.n <= 0 && s.pause > 0 {
+		time.Sleep(s.pause)
+		s.pause = 0
+	}
+	if s.n > 0 {
+		p = p[:min(len(p), s.n)]
+	}
+	n, err := s.r.Read(p)
+	s.n -= n
+	return n, err
+}
+
+// TestImporter_TokenRefreshMidImport: the payroll token (kept in the ledger,
+// rotated on refresh) expires in the middle of an import, when the mapper
+// first needs a second company's employees. The refresh saves the new
+// token in the ledger at once: an import never holds the ledger while it
+// calls the payroll API.
+func TestImporter_TokenRefreshMidImport(t *testing.T) {
+	e := setup(t, sandbox.Options{Rotate: true, AccessTTL: time.Second})
+	o := e.sb.Options()
+	cl, err := payroll.New(payroll.Config{URL: e.url, Realm: o.Realm, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
+		RefreshToken: e.sb.IssueRefreshToken(), Store: ledgerTokens{e.led}, Timeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema, err := cl.Schema(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := mapping.DefaultRules()
+	im := &worker.Importer{L: e.led, Mapper: mapping.NewMapper(rules, mapping.NewCache(cl), schema, sandbox.CompanyNordlys), Rules: rules, Wire: schema, BatchSize: 10}
+	// 1,500 Nordlys entries, then (after the token expired) 1,500 of Fjordtech.
+	var b bytes.Buffer
+	for i := 0; i < 3000; i++ {
+		company, emp := sandbox.CompanyNordlys, nordlys[i%4]
+		if i >= 1500 {
+			company, emp = sandbox.CompanyFjordtech, sandbox.EmpJonasLarsen
+		}
+		fmt.Fprintf(&b, `{"id":"tr-%d","company_id":"%s","employee_id":"%s","date":"2026-11-02","hours":"1","code":"T1"}`+"\n", i, company, emp)
+	}
+	half := bytes.Index(b.Bytes(), []byte(`"tr-1500"`))
+	refreshes := cl.Tokens().Refreshes()
+	start := time.Now()
+	rep, err := im.PlanFrom(ctx(t), "stdin", "stdin", &slowReader{r: bytes.NewReader(b.Bytes()), n: half, pause: 1100 * time.Millisecond})
+	if probs := rep.ProblemList(); err != nil || len(probs) > 0 || rep.PayParts != 5 {
+		first := ""
+		if len(probs) > 0 {
+			first = probs[0].Error()
+		}
+		t.Fatalf("import: %d pay parts, %d problems (first: %s), %v", rep.PayParts, rep.ProblemCount(), first, err)
+	}
+	if cl.Tokens().Refreshes() == refreshes {
+		t.Fatal("the token was not refreshed during the import: the test proves nothing")
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("the import took %v: the refresh waited for the ledger", d)
+	}
+	// The rotated token was saved: a new client starts from it.
+	rt, _, _, err := e.led.Credentials(ctx(t), "payroll")
+	if err != nil || rt == "" {
+		t.Fatalf("stored token %q, %v", rt, err)
+	}
+}

@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"slices"
 
 	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/ledger"
@@ -20,7 +18,7 @@ import (
 // ImportLedger is what an import needs from the ledger beyond delivery.
 type ImportLedger interface {
 	SourceByHash(ctx context.Context, hash string) (ledger.Source, bool, error)
-	BeginImport(ctx context.Context, in ledger.StreamImport) (*ledger.ImportTx, error)
+	BeginImport(ctx context.Context, in ledger.StreamImport) (*ledger.StagedImport, error)
 	OpenBatches(ctx context.Context, sourceID int64) ([]ledger.Batch, error)
 }
 
@@ -106,85 +104,31 @@ func (im *Importer) ImportFrom(ctx context.Context, kind, name string, r io.Read
 }
 
 // PlanFrom is Plan for input read from r, in memory that does not grow
-// with its size: entries are read, checked and committed in chunks within
-// one ledger transaction (the ledger is locked for writing meanwhile).
+// with its size: entries are read, checked and mapped a chunk at a time
+// and staged in the ledger (each chunk a short transaction, so no
+// transaction is held while the payroll API is called), then committed
+// in one transaction.
 //
 // When r can seek (a file), it is read once to hash it, so that a source
 // imported before is recognised before anything else, and then again to
-// import it. Otherwise the hash is checked at the end. An error reading r
-// commits nothing. An all-or-nothing source with a problem is read again
-// from the start to record only its rejects (a reader that cannot seek is
-// first copied to a temporary file).
+// import it; otherwise the hash is checked at the end. An error reading r
+// commits nothing (InputError).
 func (im *Importer) PlanFrom(ctx context.Context, kind, name string, r io.Reader) (Report, error) {
-	var start int64
-	rs, seekable := r.(io.ReadSeeker)
-	if seekable {
-		var err error
-		if start, err = rs.Seek(0, io.SeekCurrent); err != nil {
-			seekable = false // a pipe
-		}
-	}
-	if !seekable && im.AllOrNothing {
-		f, err := spool(r)
-		if err != nil {
-			return Report{Source: name, Skipped: map[string]int{}}, &InputError{name, err}
-		}
-		defer func() {
-			f.Close()
-			os.Remove(f.Name())
-		}()
-		rs, seekable, start = f, true, 0
-	}
-	if seekable {
-		h := sha256.New()
-		if _, err := io.Copy(h, rs); err != nil {
-			return Report{Source: name, Skipped: map[string]int{}}, &InputError{name, err}
-		}
-		if rep, dup, err := im.duplicate(ctx, name, hex.EncodeToString(h.Sum(nil))); dup || err != nil {
-			return rep, err
-		}
-		if _, err := rs.Seek(start, io.SeekStart); err != nil {
-			return Report{Source: name, Skipped: map[string]int{}}, fmt.Errorf("import %s: %w", name, err)
-		}
-		r = rs
-	}
-	// An all-or-nothing source with a problem is read again to record only
-	// its rejects. Should that pass find none (an employee added in payroll
-	// meanwhile), it is imported after all.
-	for pass := 0; ; pass++ {
-		if pass > 0 {
-			if _, err := rs.Seek(start, io.SeekStart); err != nil {
-				return Report{Source: name, Skipped: map[string]int{}}, fmt.Errorf("import %s: %w", name, err)
+	if rs, ok := r.(io.ReadSeeker); ok {
+		if start, err := rs.Seek(0, io.SeekCurrent); err == nil { // not a pipe
+			h := sha256.New()
+			if _, err := io.Copy(h, rs); err != nil {
+				return Report{Source: name, Skipped: map[string]int{}}, &InputError{name, err}
 			}
-			r = rs
-		}
-		rep, err := im.stream(ctx, kind, name, r, pass%2 == 1)
-		switch {
-		case !errors.Is(err, errRejectAll) && !errors.Is(err, errNoProblem):
-			return rep, err
-		case pass == 3:
-			return Report{Source: name, Skipped: map[string]int{}}, fmt.Errorf("import %s: its problems changed while it was read again; import it again", name)
+			if rep, dup, err := im.duplicate(ctx, name, hex.EncodeToString(h.Sum(nil))); dup || err != nil {
+				return rep, err
+			}
+			if _, err := rs.Seek(start, io.SeekStart); err != nil {
+				return Report{Source: name, Skipped: map[string]int{}}, &InputError{name, err}
+			}
 		}
 	}
-}
-
-// spool copies r to a temporary file.
-func spool(r io.Reader) (*os.File, error) {
-	f, err := os.CreateTemp("", "paysync-import-*")
-	if err != nil {
-		return nil, fmt.Errorf("import: spool input: %w", err)
-	}
-	if _, err := io.Copy(f, r); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return nil, err
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return nil, err
-	}
-	return f, nil
+	return im.stream(ctx, kind, name, r)
 }
 
 // duplicate reports the source committed before with this hash, if any.
@@ -209,33 +153,24 @@ type InputError struct {
 func (e *InputError) Error() string { return fmt.Sprintf("import %s: read: %v", e.Source, e.Err) }
 func (e *InputError) Unwrap() error { return e.Err }
 
-// errRejectAll stops an all-or-nothing import at its first problem: it is
-// read again to record the source as rejected. errNoProblem is the reading
-// again finding none.
-var (
-	errRejectAll = errors.New("the source has a problem")
-	errNoProblem = errors.New("the source has no problem")
-)
-
 // chunkEntries is how many entries are read, looked up and stored at a time.
 const chunkEntries = 1000
 
-// stream reads, checks and commits one source in one ledger transaction.
-// With rejectOnly it stores only the source and its rejects (all-or-nothing).
-func (im *Importer) stream(ctx context.Context, kind, name string, r io.Reader, rejectOnly bool) (Report, error) {
+// stream reads, checks, maps and stages one source and commits it.
+func (im *Importer) stream(ctx context.Context, kind, name string, r io.Reader) (Report, error) {
 	rep := Report{Source: name, Skipped: map[string]int{}}
-	tx, err := im.L.BeginImport(ctx, ledger.StreamImport{Kind: kind, Name: name, BatchSize: im.BatchSize, Accumulate: im.Accumulate, Rejected: rejectOnly})
+	st, err := im.L.BeginImport(ctx, ledger.StreamImport{Kind: kind, Name: name, BatchSize: im.BatchSize, Accumulate: im.Accumulate})
 	if err != nil {
 		return rep, err
 	}
-	defer tx.Rollback()
+	defer st.Rollback()
 	rules := im.Rules
 	if rules == nil {
 		rules = mapping.DefaultRules()
 	}
-	s := &importRun{im: im, ctx: ctx, tx: tx, rep: &rep, rejectOnly: rejectOnly, aggregate: rules.Aggregate,
+	s := &importRun{im: im, ctx: ctx, st: st, rep: &rep, aggregate: rules.Aggregate,
 		planner: mapping.NewStreamPlanner(rules, im.Wire), probs: newProblemLog(im.MaxProblems)}
-	in := &teeInput{r: r, w: tx}
+	in := &teeInput{r: r, w: st}
 	rd, format, err := mapping.NewReader(name, in, im.Read)
 	if err := in.failed(name); err != nil {
 		return rep, err
@@ -255,28 +190,21 @@ func (im *Importer) stream(ctx context.Context, kind, name string, r io.Reader, 
 	if err := in.failed(name); err != nil {
 		return rep, err
 	}
-	if err := s.payParts(); err != nil {
-		return rep, err
-	}
+	s.payParts()
 	rep.Problems, rep.ProblemsOmitted = s.probs.list()
-	switch {
-	case im.AllOrNothing && !rejectOnly && s.probs.total > 0:
-		return rep, errRejectAll
-	case rejectOnly && s.probs.total == 0:
-		return rep, errNoProblem
-	}
-	c, err := tx.Commit(string(format), rep.Duplicates)
+	// All or nothing: a source with a problem is recorded as rejected, with
+	// its rejects, and nothing else; ImportID stays 0.
+	rejected := im.AllOrNothing && s.probs.total > 0
+	c, err := st.Commit(string(format), rep.Duplicates, rejected)
 	if errors.Is(err, ledger.ErrDuplicateSource) {
 		// Committed meanwhile (or, for input that cannot seek, before).
-		dup, _, err := im.duplicate(ctx, name, tx.Hash())
+		dup, _, err := im.duplicate(ctx, name, st.Hash())
 		return dup, err
 	}
 	if err != nil {
 		return rep, err
 	}
-	if rejectOnly {
-		// Nothing of it is taken: the source and its rejects are kept for
-		// the audit trail (paysync imports); ImportID stays 0.
+	if rejected {
 		rep.RejectedAs, rep.PayParts = c.SourceID, 0
 		return rep, nil
 	}
@@ -284,32 +212,28 @@ func (im *Importer) stream(ctx context.Context, kind, name string, r io.Reader, 
 	return rep, nil
 }
 
-// importRun is one pass of stream over a source.
+// importRun is stream's state.
 type importRun struct {
-	im         *Importer
-	ctx        context.Context
-	tx         *ledger.ImportTx
-	rep        *Report
-	rejectOnly bool
-	aggregate  bool
-	planner    *mapping.Planner
-	probs      *problemLog
+	im        *Importer
+	ctx       context.Context
+	st        *ledger.StagedImport
+	rep       *Report
+	aggregate bool
+	planner   *mapping.Planner
+	probs     *problemLog
 }
 
 // problem records err (a Problem, several joined, or a fatal reader error)
-// as rejects. An all-or-nothing import stops at the first.
-func (s *importRun) problem(phase int, err error) error {
-	if err := s.probs.add(s.tx, phase, err); err != nil {
-		return err
-	}
-	if s.im.AllOrNothing && !s.rejectOnly {
-		return errRejectAll
-	}
-	return nil
-}
+// as rejects.
+func (s *importRun) problem(phase int, err error) { s.probs.add(s.st, phase, err) }
+
+// keep says whether entries and pay parts are still staged: an
+// all-or-nothing source with a problem keeps none.
+func (s *importRun) keep() bool { return !s.im.AllOrNothing || s.probs.total == 0 }
 
 // entries reads the source in chunks: each chunk's ids are looked up in the
-// ledger at once, then every entry is checked, mapped and stored.
+// ledger at once, then every entry is checked, mapped and staged, and the
+// chunk is flushed to the ledger.
 func (s *importRun) entries(rd mapping.Reader) error {
 	chunk := make([]paysync.Entry, 0, chunkEntries)
 	ids := make([]string, 0, chunkEntries)
@@ -327,15 +251,11 @@ func (s *importRun) entries(rd mapping.Reader) error {
 			var p *mapping.Problem
 			if errors.As(err, &p) {
 				s.rep.Entries++
-				if err := s.problem(ledger.PhaseRead, err); err != nil {
-					return err
-				}
+				s.problem(ledger.PhaseRead, err)
 				continue
 			}
 			if err != nil {
-				if err := s.problem(ledger.PhaseRead, err); err != nil {
-					return err
-				}
+				s.problem(ledger.PhaseRead, err)
 				done = true
 				break
 			}
@@ -343,45 +263,47 @@ func (s *importRun) entries(rd mapping.Reader) error {
 			chunk = append(chunk, e)
 			ids = append(ids, e.ID)
 		}
-		if len(chunk) == 0 {
-			continue
-		}
-		known, err := s.tx.Lookup(ids)
+		known, seen, err := s.st.Lookup(ids)
 		if err != nil {
 			return err
 		}
 		for i := range chunk {
-			if err := s.entry(chunk[i], known); err != nil {
+			if err := s.entry(chunk[i], known, seen); err != nil {
 				return err
 			}
 			chunk[i] = paysync.Entry{}
+		}
+		if err := s.st.Flush(); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// entry dedupes, maps and stores one entry (and, without aggregation, its
-// pay parts).
-func (s *importRun) entry(e paysync.Entry, known map[string]ledger.KnownEntry) error {
+// entry dedupes, maps and stages one entry (and, without aggregation, its
+// pay parts). seen holds the ids seen before in this source; it gets e's.
+func (s *importRun) entry(e paysync.Entry, known map[string]ledger.KnownEntry, seen map[string]bool) error {
 	h, data, err := ledger.EntryHash(e)
 	if err != nil {
 		return err
 	}
-	if dup, err := s.tx.Seen(e.ID); err != nil {
-		return err
-	} else if dup {
-		return s.problem(ledger.PhaseEntry, &mapping.Problem{Source: e.Source, Line: e.Line, EntryID: e.ID, Field: "id",
+	if seen[e.ID] {
+		s.problem(ledger.PhaseEntry, &mapping.Problem{Source: e.Source, Line: e.Line, EntryID: e.ID, Field: "id",
 			Msg: "duplicate entry id in this file", Hint: "entry ids must be unique; fix the export"})
+		return nil
 	}
+	seen[e.ID] = true
+	s.st.See(e.ID)
 	if k, ok := known[e.ID]; ok && k.Status != ledger.EntryRejected {
 		if k.Hash == h {
 			s.rep.Duplicates++
 			return nil
 		}
 		if k.Status == ledger.EntryMapped {
-			return s.problem(ledger.PhaseEntry, &mapping.Problem{Source: e.Source, Line: e.Line, EntryID: e.ID, Field: "id",
+			s.problem(ledger.PhaseEntry, &mapping.Problem{Source: e.Source, Line: e.Line, EntryID: e.ID, Field: "id",
 				Msg:  fmt.Sprintf("was imported on %s from %s (import %d) with different content", k.ImportedAt.Format("2006-01-02 15:04"), k.SourceName, k.SourceID),
 				Hint: fmt.Sprintf("to change it, revert that import (paysync revert --import %d) and replay it, or give the changed entry a new id", k.SourceID)})
+			return nil
 		}
 	}
 	ne := ledger.NewEntry{Entry: e, Hash: h, Status: ledger.EntryMapped}
@@ -391,9 +313,7 @@ func (s *importRun) entry(e paysync.Entry, known map[string]ledger.KnownEntry) e
 		return err
 	case err != nil:
 		ne.Status = ledger.EntryRejected
-		if err := s.problem(ledger.PhaseEntry, err); err != nil {
-			return err
-		}
+		s.problem(ledger.PhaseEntry, err)
 		lines = nil
 	case len(lines) == 0:
 		ne.Status, ne.Note = ledger.EntrySkipped, "no pay part"
@@ -402,94 +322,45 @@ func (s *importRun) entry(e paysync.Entry, known map[string]ledger.KnownEntry) e
 		s.rep.Skipped[lines[0].Skip]++
 		lines = nil
 	}
-	parts := make([]int, len(lines))
-	for i, l := range lines {
-		parts[i] = s.planner.Place(l)
-	}
-	// Without aggregation each pay part is complete at once.
-	var ready []mapping.Placed
-	if !s.aggregate && len(lines) > 0 {
-		ready = s.planner.Take(false)
-		kept := 0
-		for _, pl := range ready {
-			if len(pl.Problems) > 0 {
-				for _, p := range pl.Problems {
-					if err := s.problem(ledger.PhasePlan, p); err != nil {
-						return err
-					}
-				}
-				continue
-			}
-			kept++
-		}
-		// An entry whose pay parts were all dropped (e.g. a precision
-		// problem) is rejected, so that a corrected file can bring it again.
-		if kept == 0 {
-			ne.Status = ledger.EntryRejected
-		}
-	}
-	if s.rejectOnly {
-		return nil
-	}
-	row, err := s.tx.AddEntry(ne, data)
-	if err != nil {
-		return err
-	}
-	if s.aggregate {
-		for _, p := range parts {
-			if err := s.tx.Link(row, p); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	for _, pl := range ready {
-		if len(pl.Problems) > 0 {
-			continue
-		}
-		if err := s.tx.AddPayPart(pl.Index, pl.PayPart, row); err != nil {
+	var seq int64
+	if s.keep() {
+		if seq, err = s.st.AddEntry(ne, data); err != nil {
 			return err
 		}
-		s.rep.PayParts++
+	}
+	for _, l := range lines {
+		p := s.planner.Place(l)
+		if s.keep() {
+			s.st.Link(seq, p)
+		}
+	}
+	// Without aggregation each pay part is complete at once.
+	if !s.aggregate && len(lines) > 0 {
+		s.add(s.planner.Take(false))
 	}
 	return nil
 }
 
-// payParts adds the aggregated pay parts, per company in order of first
-// appearance (so batches are laid out as if the import had been planned
-// whole); their entries were linked as they came.
-func (s *importRun) payParts() error {
-	ready := s.planner.Take(true)
-	first := map[string]int{}
-	for i, pl := range ready {
-		if len(pl.Problems) > 0 {
+// payParts stages the aggregated pay parts, complete at the end.
+func (s *importRun) payParts() { s.add(s.planner.Take(true)) }
+
+// add stages complete pay parts; one with a problem is dropped (and so is
+// an entry that went only into dropped ones).
+func (s *importRun) add(placed []mapping.Placed) {
+	for _, pl := range placed {
+		switch {
+		case len(pl.Problems) > 0:
 			for _, p := range pl.Problems {
-				if err := s.problem(ledger.PhasePlan, p); err != nil {
-					return err
-				}
+				s.problem(ledger.PhasePlan, p)
 			}
-			continue
-		}
-		if _, ok := first[pl.PayPart.CompanyID]; !ok {
-			first[pl.PayPart.CompanyID] = i
+			if s.keep() {
+				s.st.DropPayPart(pl.Index)
+			}
+		case s.keep():
+			s.st.AddPayPart(pl.Index, pl.PayPart)
+			s.rep.PayParts++
 		}
 	}
-	if s.rejectOnly {
-		return nil
-	}
-	slices.SortStableFunc(ready, func(a, b mapping.Placed) int {
-		return cmp.Compare(first[a.PayPart.CompanyID], first[b.PayPart.CompanyID])
-	})
-	for _, pl := range ready {
-		if len(pl.Problems) > 0 {
-			continue
-		}
-		if err := s.tx.AddPayPart(pl.Index, pl.PayPart); err != nil {
-			return err
-		}
-		s.rep.PayParts++
-	}
-	return nil
 }
 
 // problemLog records every problem as a reject and keeps the first few
@@ -508,22 +379,19 @@ func newProblemLog(max int) *problemLog {
 	return &problemLog{max: max}
 }
 
-func (pl *problemLog) add(tx *ledger.ImportTx, phase int, err error) error {
+func (pl *problemLog) add(st *ledger.StagedImport, phase int, err error) {
 	for _, p := range mapping.Flatten(err) {
 		var mp *mapping.Problem
 		r := ledger.NewReject{Message: p.Error()}
 		if errors.As(p, &mp) {
 			r = ledger.NewReject{EntryID: mp.EntryID, Line: mp.Line, Field: mp.Field, Message: mp.Msg, Hint: mp.Hint}
 		}
-		if err := tx.AddReject(phase, r); err != nil {
-			return err
-		}
+		st.AddReject(phase, r)
 		pl.total++
 		if len(pl.phases[phase]) < pl.max {
 			pl.phases[phase] = append(pl.phases[phase], p)
 		}
 	}
-	return nil
 }
 
 // list returns the problems to report and how many are left out.
