@@ -356,7 +356,6 @@ type importCommit struct {
 	source   int64
 	open     map[string]*openBatch
 	batchIDs []int64
-	part     *sql.Stmt
 }
 
 type openBatch struct {
@@ -440,7 +439,8 @@ func (c *importCommit) run(format, hash string, size int64, first []byte, duplic
 
 // payParts inserts the staged pay parts: per company in order of first
 // appearance, each company's in order of index, into batches of at most
-// BatchSize; each pay part's id is noted for its entries.
+// BatchSize, a batch at a time; each pay part's id is noted for its
+// entries.
 func (c *importCommit) payParts() error {
 	s, ctx := c.s, c.s.ctx
 	rows, err := c.tx.QueryContext(ctx, s.q(`SELECT company_id FROM %sparts GROUP BY company_id ORDER BY min(idx)`))
@@ -459,67 +459,68 @@ func (c *importCommit) payParts() error {
 	if err := rows.Close(); err != nil {
 		return err
 	}
-	if c.part, err = c.tx.PrepareContext(ctx, `INSERT INTO pay_parts (batch_id, seq, company_id, employee_id, employee_name, code, units, rate, amount, description, rule, state, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)`); err != nil {
+	if _, err := c.exec(`CREATE TEMP TABLE %spage (seq INTEGER PRIMARY KEY, idx INTEGER NOT NULL)`); err != nil {
 		return err
 	}
-	defer c.part.Close()
-	noteID, err := c.tx.PrepareContext(ctx, s.q(`INSERT INTO %spay_parts (idx, pay_part) VALUES (?, ?)`))
+	defer c.exec(`DROP TABLE %spage`)
+	var stmts [4]*sql.Stmt
+	for i, q := range []string{
+		// The company's next pay parts, numbered from the batch's first free seq.
+		`INSERT INTO %spage (seq, idx) SELECT ? + row_number() OVER (ORDER BY idx) - 1, idx FROM
+			(SELECT idx FROM %sparts WHERE company_id = ? AND idx > ? ORDER BY idx LIMIT ?)`,
+		`INSERT INTO pay_parts (batch_id, seq, company_id, employee_id, employee_name, code, units, rate, amount, description, rule, state, updated_at)
+			SELECT ?, g.seq, p.company_id, p.employee_id, p.employee_name, p.code, p.units, p.rate, p.amount, p.description, p.rule, 'pending', ?
+			FROM %spage g JOIN %sparts p ON p.idx = g.idx ORDER BY g.seq`,
+		`INSERT INTO %spay_parts (idx, pay_part) SELECT g.idx, pp.id FROM %spage g JOIN pay_parts pp ON pp.batch_id = ? AND pp.seq = g.seq`,
+		`DELETE FROM %spage`,
+	} {
+		if stmts[i], err = c.tx.PrepareContext(ctx, s.q(q)); err != nil {
+			return err
+		}
+		defer stmts[i].Close()
+	}
+	more, err := c.tx.PrepareContext(ctx, s.q(`SELECT 1 FROM %sparts WHERE company_id = ? AND idx > ? LIMIT 1`))
 	if err != nil {
 		return err
 	}
-	defer noteID.Close()
-	const page = 1000
-	type row struct {
-		idx                                     int
-		employee, name, code, description, rule string
-		units, rate, amount                     sql.NullString
-	}
+	defer more.Close()
 	for _, co := range companies {
 		for after := -1; ; {
-			rows, err := c.tx.QueryContext(ctx, s.q(`SELECT idx, employee_id, employee_name, code, units, rate, amount, description, rule FROM %sparts
-				WHERE company_id = ? AND idx > ? ORDER BY idx LIMIT ?`), co, after, page)
+			var one int
+			if err := more.QueryRowContext(ctx, co, after).Scan(&one); errors.Is(err, sql.ErrNoRows) {
+				break
+			} else if err != nil {
+				return err
+			}
+			b, err := c.batchFor(co)
 			if err != nil {
 				return err
 			}
-			var got []row
-			for rows.Next() {
-				var r row
-				if err := rows.Scan(&r.idx, &r.employee, &r.name, &r.code, &r.units, &r.rate, &r.amount, &r.description, &r.rule); err != nil {
-					rows.Close()
-					return err
-				}
-				got = append(got, r)
-			}
-			if err := rows.Close(); err != nil {
+			res, err := stmts[0].ExecContext(ctx, b.n, co, after, s.in.BatchSize-b.n)
+			if err != nil {
 				return err
 			}
-			for _, r := range got {
-				b, err := c.batchFor(co)
-				if err != nil {
+			n, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			if _, err := stmts[1].ExecContext(ctx, b.id, c.now); err != nil {
+				return err
+			}
+			if _, err := stmts[2].ExecContext(ctx, b.id); err != nil {
+				return err
+			}
+			if err := c.tx.QueryRowContext(ctx, s.q(`SELECT max(idx) FROM %spage`)).Scan(&after); err != nil {
+				return err
+			}
+			if _, err := stmts[3].ExecContext(ctx); err != nil {
+				return err
+			}
+			if b.n += int(n); s.in.Accumulate && b.n >= s.in.BatchSize {
+				if _, err := c.tx.ExecContext(ctx, `UPDATE batches SET sealed = 1, updated_at = ? WHERE id = ?`, c.now, b.id); err != nil {
 					return err
-				}
-				res, err := c.part.ExecContext(ctx, b.id, b.n, co, r.employee, r.name, r.code, r.units, r.rate, r.amount, r.description, r.rule, c.now)
-				if err != nil {
-					return err
-				}
-				pid, err := res.LastInsertId()
-				if err != nil {
-					return err
-				}
-				if _, err := noteID.ExecContext(ctx, r.idx, pid); err != nil {
-					return err
-				}
-				if b.n++; s.in.Accumulate && b.n >= s.in.BatchSize {
-					if _, err := c.tx.ExecContext(ctx, `UPDATE batches SET sealed = 1, updated_at = ? WHERE id = ?`, c.now, b.id); err != nil {
-						return err
-					}
 				}
 			}
-			if len(got) < page {
-				break
-			}
-			after = got[len(got)-1].idx
 		}
 	}
 	return nil
