@@ -905,7 +905,9 @@ func TestImporter_TokenRefreshMidImport(t *testing.T) {
 	}
 	half := bytes.Index(b.Bytes(), []byte(`"tr-1500"`))
 	refreshes := cl.Tokens().Refreshes()
-	start := time.Now()
+	// Had the refresh waited for the ledger, the mapper's call would have
+	// run into the client's 3 s timeout and the entries would be problems
+	// (no wall-clock assertion: those flake on a loaded CI machine).
 	rep, err := im.PlanFrom(ctx(t), "stdin", "stdin", &slowReader{r: bytes.NewReader(b.Bytes()), n: half, pause: 1100 * time.Millisecond})
 	if probs := rep.ProblemList(); err != nil || len(probs) > 0 || rep.PayParts != 5 {
 		first := ""
@@ -916,9 +918,6 @@ func TestImporter_TokenRefreshMidImport(t *testing.T) {
 	}
 	if cl.Tokens().Refreshes() == refreshes {
 		t.Fatal("the token was not refreshed during the import: the test proves nothing")
-	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("the import took %v: the refresh waited for the ledger", d)
 	}
 	// The rotated token was saved: a new client starts from it.
 	rt, _, _, err := e.led.Credentials(ctx(t), "payroll")
