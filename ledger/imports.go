@@ -397,13 +397,14 @@ func (l *Ledger) Source(ctx context.Context, id int64) (Source, error) {
 	return s, err
 }
 
-// SourcePayload returns a source's raw input.
+// SourcePayload returns a source's raw input, whichever way it is stored
+// (one payload, or chunks: see CopySourcePayload).
 func (l *Ledger) SourcePayload(ctx context.Context, id int64) ([]byte, error) {
-	var gz []byte
-	if err := l.db.QueryRowContext(ctx, `SELECT payload FROM sources WHERE id = ?`, id).Scan(&gz); err != nil {
-		return nil, fmt.Errorf("ledger: payload of import %d: %w", id, err)
+	var b bytes.Buffer
+	if _, err := l.CopySourcePayload(ctx, id, &b); err != nil {
+		return nil, err
 	}
-	return unpackPayload(gz)
+	return b.Bytes(), nil
 }
 
 // KnownEntry is an entry id already in the ledger.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	goio "io"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +36,17 @@ type planOnly struct {
 
 func (p planOnly) Import(ctx context.Context, kind, name string, payload []byte) (worker.Report, error) {
 	rep, err := p.im.Plan(ctx, kind, name, payload)
+	if err == nil {
+		p.obs(kind, rep)
+		p.wake()
+	}
+	return rep, err
+}
+
+// ImportFrom streams an inbox file into the ledger (worker/inbox's
+// StreamImporter): a file is never whole in memory.
+func (p planOnly) ImportFrom(ctx context.Context, kind, name string, r goio.Reader) (worker.Report, error) {
+	rep, err := p.im.PlanFrom(ctx, kind, name, r)
 	if err == nil {
 		p.obs(kind, rep)
 		p.wake()
