@@ -2,10 +2,10 @@ package main
 
 import (
 	"cmp"
-	goio "io"
 	"context"
 	"errors"
 	"fmt"
+	goio "io"
 	"log/slog"
 	"net"
 	"net/http"
