@@ -249,12 +249,6 @@ func insertBatchStmts(st *stmts, company string, source, parent, replayOf int64,
 	return res.LastInsertId()
 }
 
-func insertPayPart(ctx context.Context, tx *sql.Tx, batch int64, seq int, pp paysync.PlannedPayPart, ids map[string]int64, now string) error {
-	st := newStmts(ctx, tx)
-	defer st.close()
-	return insertPayPartStmts(st, batch, seq, pp, ids, now)
-}
-
 func insertPayPartStmts(st *stmts, batch int64, seq int, pp paysync.PlannedPayPart, ids map[string]int64, now string) error {
 	res, err := st.exec(`INSERT INTO pay_parts (batch_id, seq, company_id, employee_id, employee_name, code, units, rate, amount, description, rule, state, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)`,
@@ -322,7 +316,7 @@ func gzipBytes(b []byte) ([]byte, error) {
 
 // packPayload stores a small payload as it is (a NATS message is one
 // entry: a gzip writer per message would cost more than the whole commit)
-// and a larger one gzip'd; unpackPayload tells them apart by the gzip
+// and a larger one gzip'd; readers (copyStored) tell them apart by the gzip
 // magic, which a small payload starting with it never keeps raw.
 func packPayload(b []byte) ([]byte, error) {
 	if len(b) < rawPayloadMax && !isGzip(b) {
@@ -335,18 +329,6 @@ const rawPayloadMax = 1 << 10
 
 func isGzip(b []byte) bool { return len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b }
 
-func unpackPayload(b []byte) ([]byte, error) {
-	if !isGzip(b) {
-		return b, nil
-	}
-	return gunzipBytes(b)
-}
-
-func gunzipBytes(b []byte) ([]byte, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		return nil, err
-	}
 	defer zr.Close()
 	return io.ReadAll(zr)
 }

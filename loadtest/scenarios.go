@@ -84,6 +84,20 @@ func (p *publisher) publish(ctx context.Context, cfg Config, prefix string, from
 	return nil
 }
 
+// startNATS starts the scenario's JetStream server and a publisher on it;
+// stop shuts both down.
+func (e *env) startNATS(ctx context.Context) (url string, pub *publisher, stop func(), err error) {
+	ns, err := natsServer(filepath.Join(e.dir, "nats"))
+	if err != nil {
+		return "", nil, nil, err
+	}
+	if pub, err = newPublisher(ctx, ns.ClientURL()); err != nil {
+		ns.Shutdown()
+		return "", nil, nil, err
+	}
+	return ns.ClientURL(), pub, func() { pub.close(); ns.Shutdown(); ns.WaitForShutdown() }, nil
+}
+
 // runNATS: N entries through NATS → paysync run → sandbox → ledger.
 func runNATS(ctx context.Context, cfg Config, name string, n int, backlog bool) (Result, error) {
 	r := Result{Scenario: name, Entries: n, PayParts: n}
@@ -93,16 +107,11 @@ func runNATS(ctx context.Context, cfg Config, name string, n int, backlog bool) 
 		return r, err
 	}
 	defer e.close()
-	ns, err := natsServer(filepath.Join(e.dir, "nats"))
+	url, pub, stop, err := e.startNATS(ctx)
 	if err != nil {
 		return r, err
 	}
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	pub, err := newPublisher(ctx, ns.ClientURL())
-	if err != nil {
-		return r, err
-	}
-	defer pub.close()
+	defer stop()
 	const prefix = "load-"
 	var published []int64
 	if timing {
@@ -120,7 +129,7 @@ func runNATS(ctx context.Context, cfg Config, name string, n int, backlog bool) 
 	if err != nil {
 		return r, err
 	}
-	extra := []string{"NATS_URL=" + ns.ClientURL(), "PAYSYNC_HTTP_ADDR=" + addr}
+	extra := []string{"NATS_URL=" + url, "PAYSYNC_HTTP_ADDR=" + addr}
 	if cfg.Profile != "" {
 		extra = append(extra, "PAYSYNC_PPROF=true")
 	}
@@ -272,16 +281,11 @@ func runTrickle(ctx context.Context, cfg Config) (Result, error) {
 		return r, err
 	}
 	defer e.close()
-	ns, err := natsServer(filepath.Join(e.dir, "nats"))
+	url, pub, stop, err := e.startNATS(ctx)
 	if err != nil {
 		return r, err
 	}
-	defer func() { ns.Shutdown(); ns.WaitForShutdown() }()
-	pub, err := newPublisher(ctx, ns.ClientURL())
-	if err != nil {
-		return r, err
-	}
-	defer pub.close()
+	defer stop()
 	rtt, err := roundTrip(ctx, e)
 	if err != nil {
 		return r, err
@@ -293,7 +297,7 @@ func runTrickle(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return r, err
 	}
-	p, err := e.start([]string{"run"}, "NATS_URL="+ns.ClientURL(), "PAYSYNC_HTTP_ADDR="+addr)
+	p, err := e.start([]string{"run"}, "NATS_URL="+url, "PAYSYNC_HTTP_ADDR="+addr)
 	if err != nil {
 		return r, err
 	}
