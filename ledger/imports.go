@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -328,10 +327,6 @@ func packPayload(b []byte) ([]byte, error) {
 const rawPayloadMax = 1 << 10
 
 func isGzip(b []byte) bool { return len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b }
-
-	defer zr.Close()
-	return io.ReadAll(zr)
-}
 
 // Source is a committed input.
 type Source struct {
