@@ -3,7 +3,9 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/paysync/paysync"
 )
@@ -121,5 +123,98 @@ func BenchmarkCommitImports(b *testing.B) {
 	var parts int
 	if err := l.db.QueryRow(`SELECT count(*) FROM pay_parts`).Scan(&parts); err != nil || parts != n {
 		b.Fatalf("%d pay parts, want %d (%v)", parts, n, err)
+	}
+}
+
+// TestOpenHeads: what the sending loop reads after every intake commit.
+// Per company, the oldest sealed batch still to send (pending, sending or
+// failed), never an open or settled one; the lists after it; and the
+// queries go through the batches_open index, so that a look costs an
+// index seek per company however long the backlog.
+func TestOpenHeads(t *testing.T) {
+	l, clk := newLedger(t)
+	ctx := t.Context()
+	var ins []ImportIntent
+	// A: 7 messages in batches of 3 → two sealed batches and one open;
+	// B: 3 → one sealed; C: 1 → open only.
+	for i := range 7 {
+		ins = append(ins, message(t, "A", fmt.Sprintf("a-%d", i)))
+	}
+	for i := range 3 {
+		ins = append(ins, message(t, "B", fmt.Sprintf("b-%d", i)))
+	}
+	ins = append(ins, message(t, "C", "c-0"))
+	if _, errs, err := l.CommitImports(ctx, ins); err != nil || errors.Join(errs...) != nil {
+		t.Fatal(err, errors.Join(errs...))
+	}
+	open, err := l.OpenBatches(ctx, 0)
+	if err != nil || len(open) != 3 {
+		t.Fatalf("OpenBatches = %v, %v; want 3 sealed", batchIDs(open), err)
+	}
+	a1, a2, b1 := open[0].ID, open[1].ID, open[2].ID
+	heads, err := l.OpenHeads(ctx)
+	if err != nil || len(heads) != 2 || heads["A"] != a1 || heads["B"] != b1 {
+		t.Fatalf("OpenHeads = %v, %v; want A:%d B:%d", heads, err, a1, b1)
+	}
+	if ids, err := l.OpenAfter(ctx, "A", a1, 16); err != nil || fmt.Sprint(ids) != fmt.Sprint([]int64{a1, a2}) {
+		t.Errorf("OpenAfter(A) = %v, %v; want [%d %d]", ids, err, a1, a2)
+	}
+	if ids, err := l.SealedPendingAfter(ctx, "A", a1, 16); err != nil || fmt.Sprint(ids) != fmt.Sprint([]int64{a2}) {
+		t.Errorf("SealedPendingAfter(A, %d) = %v, %v; want [%d]", a1, ids, err, a2)
+	}
+	// A failed batch is still to send; a created one is not.
+	if err := l.SetBatchState(ctx, a1, BatchFailed, "boom"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SetBatchState(ctx, b1, BatchCreated, ""); err != nil {
+		t.Fatal(err)
+	}
+	if heads, err := l.OpenHeads(ctx); err != nil || len(heads) != 1 || heads["A"] != a1 {
+		t.Errorf("OpenHeads after A's failure and B's creation = %v, %v; want A:%d", heads, err, a1)
+	}
+	if ids, err := l.SealedPendingAfter(ctx, "A", 0, 16); err != nil || fmt.Sprint(ids) != fmt.Sprint([]int64{a2}) {
+		t.Errorf("SealedPendingAfter(A, 0) = %v, %v; want only the pending [%d]", ids, err, a2)
+	}
+
+	// SealDueAny: the open batches of A and C opened at t0.
+	if due, err := l.SealDueAny(ctx, time.Second); err != nil || due {
+		t.Errorf("SealDueAny(1s) at t0 = %v, %v; want false", due, err)
+	}
+	clk.Advance(time.Second)
+	if due, err := l.SealDueAny(ctx, time.Second); err != nil || !due {
+		t.Errorf("SealDueAny(1s) at t0+1s = %v, %v; want true", due, err)
+	}
+	if err := l.SealDue(ctx, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if due, err := l.SealDueAny(ctx, 0); err != nil || due {
+		t.Errorf("SealDueAny(0) with nothing open = %v, %v; want false", due, err)
+	}
+	if heads, err := l.OpenHeads(ctx); err != nil || len(heads) != 2 || heads["C"] == 0 {
+		t.Errorf("OpenHeads after sealing = %v, %v; want A and C", heads, err)
+	}
+
+	for _, q := range []string{
+		`SELECT min(company_id) FROM ` + openBatches + ` WHERE ` + openWhere + ` AND company_id > 'A'`,
+		`SELECT id FROM ` + openBatches + ` WHERE ` + openWhere + ` AND company_id = 'A' AND id >= 0 ORDER BY id LIMIT 16`,
+		`SELECT id FROM ` + openBatches + ` WHERE ` + openWhere + ` AND state = 'pending' AND company_id = 'A' AND id > 0 ORDER BY id LIMIT 16`,
+	} {
+		var plan strings.Builder
+		rows, err := l.db.QueryContext(ctx, `EXPLAIN QUERY PLAN `+q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var id, parent, notused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan.WriteString(detail + "; ")
+		}
+		rows.Close()
+		if !strings.Contains(plan.String(), "batches_open") {
+			t.Errorf("query %q does not use batches_open: %s", q, plan.String())
+		}
 	}
 }

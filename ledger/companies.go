@@ -15,7 +15,7 @@ import (
 // Settled history (created, split, reverted batches) does not count: it is
 // only ever touched again by an operator's revert or replay.
 func (l *Ledger) CompaniesWithWork(ctx context.Context) ([]string, error) {
-	rows, err := l.db.QueryContext(ctx, `
+	rows, err := l.rdb.QueryContext(ctx, `
 		SELECT company_id FROM batches WHERE state IN (?, ?, ?, ?)
 		UNION
 		SELECT company_id FROM pay_parts WHERE state = ?

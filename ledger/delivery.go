@@ -67,7 +67,7 @@ func scanBatch(sc interface{ Scan(...any) error }) (Batch, error) {
 }
 
 func (l *Ledger) queryBatches(ctx context.Context, where string, args ...any) ([]Batch, error) {
-	rows, err := l.db.QueryContext(ctx, `SELECT `+batchCols+` FROM batches b `+where, args...)
+	rows, err := l.rdb.QueryContext(ctx, `SELECT `+batchCols+` FROM batches b `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: list batches: %w", err)
 	}
@@ -85,7 +85,7 @@ func (l *Ledger) queryBatches(ctx context.Context, where string, args ...any) ([
 
 // Batch returns one batch.
 func (l *Ledger) Batch(ctx context.Context, id int64) (Batch, error) {
-	b, err := scanBatch(l.db.QueryRowContext(ctx, `SELECT `+batchCols+` FROM batches b WHERE b.id = ?`, id))
+	b, err := scanBatch(l.rdb.QueryRowContext(ctx, `SELECT `+batchCols+` FROM batches b WHERE b.id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Batch{}, fmt.Errorf("ledger: batch %d: %w", id, ErrNotFound)
 	}
@@ -113,7 +113,7 @@ func (l *Ledger) BatchesOfSource(ctx context.Context, sourceID int64) ([]Batch, 
 
 // Items returns a batch's pay parts in order.
 func (l *Ledger) Items(ctx context.Context, batchID int64) ([]Item, error) {
-	rows, err := l.db.QueryContext(ctx, `SELECT id, batch_id, seq, company_id, employee_id, employee_name, code, units, rate, amount, description, rule, state, coalesce(payroll_id, ''), error, coalesce(delete_attempt, 0)
+	rows, err := l.rdb.QueryContext(ctx, `SELECT id, batch_id, seq, company_id, employee_id, employee_name, code, units, rate, amount, description, rule, state, coalesce(payroll_id, ''), error, coalesce(delete_attempt, 0)
 		FROM pay_parts WHERE batch_id = ? ORDER BY seq`, batchID)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: items of batch %d: %w", batchID, err)
@@ -184,13 +184,10 @@ func endAttempt(ctx context.Context, tx *sql.Tx, attemptID int64, outcome string
 func (l *Ledger) RecordCreated(ctx context.Context, batchID, attemptID int64, ids map[int64]string, outcome string) error {
 	return l.tx(ctx, "record created", func(tx *sql.Tx) error {
 		now := l.ts()
-		upd, err := tx.PrepareContext(ctx, `UPDATE pay_parts SET state = 'created', payroll_id = ?, updated_at = ? WHERE id = ? AND batch_id = ? AND state = 'pending'`)
-		if err != nil {
-			return err
-		}
-		defer upd.Close()
+		st := l.stmts(ctx, tx)
+		defer st.close()
 		for itemID, pid := range ids {
-			res, err := upd.ExecContext(ctx, pid, now, itemID, batchID)
+			res, err := st.exec(`UPDATE pay_parts SET state = 'created', payroll_id = ?, updated_at = ? WHERE id = ? AND batch_id = ? AND state = 'pending'`, pid, now, itemID, batchID)
 			if err != nil {
 				if isConstraint(err) {
 					return fmt.Errorf("payroll id %s is already recorded for another pay part", pid)
@@ -322,7 +319,7 @@ func (l *Ledger) SetBatchState(ctx context.Context, batchID int64, state, msg st
 // HasSnapshot reports whether the company's foreign pay parts were recorded.
 func (l *Ledger) HasSnapshot(ctx context.Context, company string) (bool, error) {
 	var n int
-	err := l.db.QueryRowContext(ctx, `SELECT count(*) FROM company_snapshots WHERE company_id = ?`, company).Scan(&n)
+	err := l.rdb.QueryRowContext(ctx, `SELECT count(*) FROM company_snapshots WHERE company_id = ?`, company).Scan(&n)
 	return n > 0, err
 }
 
@@ -357,7 +354,7 @@ func (l *Ledger) Owned(ctx context.Context, company string) (map[string]bool, er
 }
 
 func (l *Ledger) idSet(ctx context.Context, what, q string, args ...any) (map[string]bool, error) {
-	rows, err := l.db.QueryContext(ctx, q, args...)
+	rows, err := l.rdb.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: %s: %w", what, err)
 	}
@@ -418,7 +415,7 @@ func (l *Ledger) EntriesOfSource(ctx context.Context, sourceID int64) ([]paysync
 }
 
 func (l *Ledger) entries(ctx context.Context, q string, arg int64) ([]paysync.Entry, error) {
-	rows, err := l.db.QueryContext(ctx, q, arg)
+	rows, err := l.rdb.QueryContext(ctx, q, arg)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: entries: %w", err)
 	}

@@ -120,7 +120,7 @@ func EntryHash(e paysync.Entry) (string, []byte, error) {
 func (l *Ledger) CommitImport(ctx context.Context, in ImportIntent) (Committed, error) {
 	var out Committed
 	err := l.tx(ctx, "commit import", func(tx *sql.Tx) error {
-		st := newStmts(ctx, tx)
+		st := l.stmts(ctx, tx)
 		defer st.close()
 		var err error
 		out, err = commitIntent(st, in, l.ts(), nil)
@@ -355,7 +355,7 @@ func scanSource(sc interface{ Scan(...any) error }) (Source, error) {
 
 // SourceByHash finds a committed source by content hash.
 func (l *Ledger) SourceByHash(ctx context.Context, hash string) (Source, bool, error) {
-	s, err := scanSource(l.db.QueryRowContext(ctx, `SELECT `+sourceCols+` FROM sources WHERE content_hash = ? AND kind <> 'replay' AND status = 'committed'`, hash))
+	s, err := scanSource(l.rdb.QueryRowContext(ctx, `SELECT `+sourceCols+` FROM sources WHERE content_hash = ? AND kind <> 'replay' AND status = 'committed'`, hash))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Source{}, false, nil
 	}
@@ -367,7 +367,7 @@ func (l *Ledger) SourceByHash(ctx context.Context, hash string) (Source, bool, e
 
 // Source returns one source.
 func (l *Ledger) Source(ctx context.Context, id int64) (Source, error) {
-	s, err := scanSource(l.db.QueryRowContext(ctx, `SELECT `+sourceCols+` FROM sources WHERE id = ?`, id))
+	s, err := scanSource(l.rdb.QueryRowContext(ctx, `SELECT `+sourceCols+` FROM sources WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Source{}, fmt.Errorf("ledger: import %d: %w", id, ErrNotFound)
 	}
@@ -403,7 +403,7 @@ func (l *Ledger) LookupEntries(ctx context.Context, ids []string) (map[string]Kn
 		for i, id := range part {
 			args[i] = id
 		}
-		rows, err := l.db.QueryContext(ctx, `SELECT e.entry_id, e.status, e.content_hash, s.id, s.name, s.received_at FROM entries e JOIN sources s ON s.id = e.source_id
+		rows, err := l.rdb.QueryContext(ctx, `SELECT e.entry_id, e.status, e.content_hash, s.id, s.name, s.received_at FROM entries e JOIN sources s ON s.id = e.source_id
 			WHERE e.entry_id IN (`+placeholders(len(part))+`)`, args...)
 		if err != nil {
 			return nil, fmt.Errorf("ledger: look up entries: %w", err)
@@ -489,6 +489,6 @@ func (l *Ledger) SealDue(ctx context.Context, linger time.Duration) error {
 // Unsealed counts pay parts waiting in open batches.
 func (l *Ledger) Unsealed(ctx context.Context) (int, error) {
 	var n int
-	err := l.db.QueryRowContext(ctx, `SELECT count(*) FROM pay_parts p JOIN batches b ON b.id = p.batch_id WHERE b.sealed = 0`).Scan(&n)
+	err := l.rdb.QueryRowContext(ctx, `SELECT count(*) FROM pay_parts p JOIN batches b ON b.id = p.batch_id WHERE b.sealed = 0`).Scan(&n)
 	return n, err
 }

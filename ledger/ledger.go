@@ -37,10 +37,17 @@ type Options struct {
 // Ledger is the SQLite audit trail and state store. One writer connection;
 // every change is one short transaction, never held across a network call.
 type Ledger struct {
-	db   *sql.DB
+	db   *sql.DB // the one writer connection (and TEMP tables)
+	rdb  *sql.DB // readers: WAL lets them read while the writer commits
 	path string
 	now  func() time.Time
+	prep preparedCache
 }
+
+// readers is the size of the read pool: delivery's reads (a batch, its
+// items, what lingers) run beside intake's write transactions instead of
+// queueing behind them for the writer connection.
+const readers = 2
 
 // Open opens (creating if needed) the ledger at path and migrates it. On
 // any error nothing has been changed.
@@ -86,8 +93,9 @@ func Open(ctx context.Context, path string, opts Options) (*Ledger, error) {
 			return nil, err
 		}
 	}
+	file := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 	dsn := fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)&_pragma=synchronous(FULL)&_txlock=immediate",
-		strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path), opts.BusyTimeout.Milliseconds())
+		file, opts.BusyTimeout.Milliseconds())
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: open %s: %w", path, err)
@@ -104,6 +112,16 @@ func Open(ctx context.Context, path string, opts Options) (*Ledger, error) {
 		}
 		return nil, err
 	}
+	// Opened after migrating: the file is a WAL ledger by now. query_only
+	// makes a write through a reader an error instead of a second writer.
+	rdb, err := sql.Open("sqlite", fmt.Sprintf("file:%s?_pragma=busy_timeout(%d)&_pragma=query_only(1)", file, opts.BusyTimeout.Milliseconds()))
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("ledger: open %s for reading: %w", path, err)
+	}
+	rdb.SetMaxOpenConns(readers)
+	rdb.SetMaxIdleConns(readers)
+	l.rdb = rdb
 	return l, nil
 }
 
@@ -128,7 +146,14 @@ func unwrapPath(err error) error {
 }
 
 // Close closes the database.
-func (l *Ledger) Close() error { return l.db.Close() }
+func (l *Ledger) Close() error {
+	l.prep.close()
+	var rerr error
+	if l.rdb != nil {
+		rerr = l.rdb.Close()
+	}
+	return errors.Join(l.db.Close(), rerr)
+}
 
 // Path returns the ledger file.
 func (l *Ledger) Path() string { return l.path }
@@ -249,6 +274,7 @@ func (l *Ledger) tx(ctx context.Context, op string, fn func(tx *sql.Tx) error) e
 	if err := tx.Commit(); err != nil {
 		return l.classifyOpen(op, err)
 	}
+	l.prep.learn(ctx, l.db)
 	return nil
 }
 

@@ -442,4 +442,4 @@ func TestLedger_OpenFailsLeavingNothing(t *testing.T) {
 }
 
 // latestVersion is the schema version of the newest migration.
-const latestVersion = 5
+const latestVersion = 6

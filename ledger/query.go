@@ -83,7 +83,7 @@ func (l *Ledger) BatchDetail(ctx context.Context, id int64) (BatchDetail, error)
 	}
 	for _, it := range items {
 		idt := ItemDetail{Item: it}
-		rows, err := l.db.QueryContext(ctx, `SELECT s.name, e.line, e.entry_id FROM pay_part_entries pe JOIN entries e ON e.id = pe.entry_id
+		rows, err := l.rdb.QueryContext(ctx, `SELECT s.name, e.line, e.entry_id FROM pay_part_entries pe JOIN entries e ON e.id = pe.entry_id
 			JOIN sources s ON s.id = e.source_id WHERE pe.pay_part_id = ? ORDER BY e.id`, it.ID)
 		if err != nil {
 			return d, fmt.Errorf("ledger: entries of pay part %d: %w", it.ID, err)
@@ -116,7 +116,7 @@ func (l *Ledger) Attempts(ctx context.Context, batchID int64, limit int) ([]Atte
 	if limit > 0 {
 		q += fmt.Sprintf(` LIMIT %d`, limit)
 	}
-	rows, err := l.db.QueryContext(ctx, q, args...)
+	rows, err := l.rdb.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: attempts: %w", err)
 	}
@@ -145,7 +145,7 @@ func (l *Ledger) ListSources(ctx context.Context, since time.Time) ([]Source, er
 		q += ` WHERE received_at >= ?`
 		args = append(args, since.UTC().Format(tsLayout))
 	}
-	rows, err := l.db.QueryContext(ctx, q+` ORDER BY id DESC`, args...)
+	rows, err := l.rdb.QueryContext(ctx, q+` ORDER BY id DESC`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: list imports: %w", err)
 	}
@@ -174,7 +174,7 @@ type Reject struct {
 
 // Rejects lists an import's recorded problems.
 func (l *Ledger) Rejects(ctx context.Context, sourceID int64) ([]Reject, error) {
-	rows, err := l.db.QueryContext(ctx, `SELECT entry_id, line, field, message, hint, coalesce(batch_id, 0), created_at FROM rejects WHERE source_id = ? ORDER BY id`, sourceID)
+	rows, err := l.rdb.QueryContext(ctx, `SELECT entry_id, line, field, message, hint, coalesce(batch_id, 0), created_at FROM rejects WHERE source_id = ? ORDER BY id`, sourceID)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: rejects: %w", err)
 	}
@@ -195,7 +195,7 @@ func (l *Ledger) Rejects(ctx context.Context, sourceID int64) ([]Reject, error) 
 // PendingPayParts counts pay parts committed and not yet created.
 func (l *Ledger) PendingPayParts(ctx context.Context) (int, error) {
 	var n int
-	err := l.db.QueryRowContext(ctx, `SELECT count(*) FROM pay_parts WHERE state = 'pending'`).Scan(&n)
+	err := l.rdb.QueryRowContext(ctx, `SELECT count(*) FROM pay_parts WHERE state = 'pending'`).Scan(&n)
 	return n, err
 }
 

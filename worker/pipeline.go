@@ -1,9 +1,11 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,11 +15,15 @@ import (
 
 // PipelineLedger is what the sending loop needs beyond delivery.
 type PipelineLedger interface {
+	SealDueAny(ctx context.Context, linger time.Duration) (bool, error)
 	SealDue(ctx context.Context, linger time.Duration) error
-	OpenBatches(ctx context.Context, sourceID int64) ([]ledger.Batch, error)
+	OpenHeads(ctx context.Context) (map[string]int64, error)
+	OpenAfter(ctx context.Context, company string, from int64, limit int) ([]int64, error)
 	Lingering(ctx context.Context) (map[string]time.Time, error)
-	SealedPendingAfter(ctx context.Context, company string, after int64, limit int) ([]ledger.Batch, error)
+	SealedPendingAfter(ctx context.Context, company string, after int64, limit int) ([]int64, error)
 }
+
+var _ PipelineLedger = (*ledger.Ledger)(nil)
 
 // Pipeline is the daemon's sending loop: it seals open batches that are
 // full or have lingered, and delivers every sealed open batch, oldest
@@ -232,21 +238,29 @@ func (p *Pipeline) takeErrs() error {
 // worker for every company with sealed open batches that has none.
 func (p *Pipeline) look(ctx context.Context, linger time.Duration) error {
 	p.Init()
-	if err := p.L.SealDue(ctx, linger); err != nil {
+	// Both reads run beside intake (the ledger's read pool); the writer is
+	// taken only when something is due. A look follows every intake
+	// commit, so it must stay cheap whatever the backlog: one index seek
+	// per company, and a short list for each company without a worker.
+	due, err := p.L.SealDueAny(ctx, linger)
+	if err != nil {
 		return err
 	}
-	open, err := p.L.OpenBatches(ctx, 0)
-	if err != nil || len(open) == 0 {
-		return err
-	}
-	var companies []string
-	byCompany := map[string][]int64{}
-	for _, b := range open {
-		if _, ok := byCompany[b.CompanyID]; !ok {
-			companies = append(companies, b.CompanyID)
+	if due {
+		if err := p.L.SealDue(ctx, linger); err != nil {
+			return err
 		}
-		byCompany[b.CompanyID] = append(byCompany[b.CompanyID], b.ID)
 	}
+	heads, err := p.L.OpenHeads(ctx)
+	if err != nil || len(heads) == 0 {
+		return err
+	}
+	companies := make([]string, 0, len(heads))
+	for c := range heads {
+		companies = append(companies, c)
+	}
+	// Oldest work first: the semaphore lets InFlight companies send at once.
+	slices.SortFunc(companies, func(a, b string) int { return cmp.Compare(heads[a], heads[b]) })
 	for _, c := range companies {
 		p.mu.Lock()
 		if p.busy[c] {
@@ -255,11 +269,21 @@ func (p *Pipeline) look(ctx context.Context, linger time.Duration) error {
 		}
 		p.busy[c] = true
 		p.mu.Unlock()
+		ids, err := p.L.OpenAfter(ctx, c, heads[c], drainChunk)
+		if err != nil {
+			p.mu.Lock()
+			p.busy[c] = false
+			p.mu.Unlock()
+			return err
+		}
 		p.workers.Add(1)
-		go p.work(ctx, c, byCompany[c])
+		go p.work(ctx, c, ids)
 	}
 	return nil
 }
+
+// drainChunk is how many of a company's batches a worker takes at a time.
+const drainChunk = 16
 
 // work is a company's worker: it waits for a sending slot, drains the
 // company, and asks for a look when done.
@@ -296,14 +320,11 @@ func (p *Pipeline) drain(ctx context.Context, company string, ids []int64) error
 			return nil
 		default:
 		}
-		more, err := p.L.SealedPendingAfter(ctx, company, ids[len(ids)-1], 16)
+		more, err := p.L.SealedPendingAfter(ctx, company, ids[len(ids)-1], drainChunk)
 		if err != nil {
 			return err
 		}
-		ids = ids[:0]
-		for _, b := range more {
-			ids = append(ids, b.ID)
-		}
+		ids = more
 	}
 	return nil
 }
