@@ -179,33 +179,56 @@ func (a *accumulator) add(company string, source int64, opened string, size int,
 	}
 }
 
-// CommitImports commits many small intents (one per NATS message) in one
-// transaction: each in a savepoint, so that one refused intent (a
-// duplicate source, an entry already paid) is rolled back alone and
-// reported in errs at its index, while the others commit. Their
-// accumulating pay parts go to each company's open batches together. A
-// non-nil error means nothing was committed.
+// CommitImports commits many small intents (one per NATS message), as
+// few transactions as it can: each intent in a savepoint, so that one
+// refused intent (a duplicate source, an entry already paid) is rolled
+// back alone and reported in errs at its index, while the others commit.
+// Their accumulating pay parts go to each company's open batches together.
+//
+// Intake yields the writer to delivery: when a delivery transaction is
+// waiting (recording created pay parts, starting an attempt), the intents
+// so far are committed and the rest follow in a new transaction, so that
+// the sender waits for one intent, not a whole group. If a later
+// transaction fails, its intents and the ones after it get that error in
+// errs (retry them); a non-nil error means nothing was committed.
 func (l *Ledger) CommitImports(ctx context.Context, ins []ImportIntent) (out []Committed, errs []error, err error) {
-	// Refusals are rare (the caller looked the sources and entries up):
-	// first without savepoints, which cost two statements per intent.
-	out, errs, err = l.commitImports(ctx, ins, false)
-	if errors.Is(err, errRefused) {
-		out, errs, err = l.commitImports(ctx, ins, true)
+	out, errs = make([]Committed, len(ins)), make([]error, len(ins))
+	for start := 0; start < len(ins); {
+		// Refusals are rare (the caller looked the sources and entries
+		// up): first without savepoints, which cost two statements each.
+		n, err := l.commitImports(ctx, ins[start:], out[start:], errs[start:], false)
+		if errors.Is(err, errRefused) {
+			n, err = l.commitImports(ctx, ins[start:], out[start:], errs[start:], true)
+		}
+		switch {
+		case err != nil && start == 0:
+			return nil, nil, err
+		case err != nil:
+			for i := start; i < len(ins); i++ {
+				out[i], errs[i] = Committed{}, err
+			}
+			return out, errs, nil
+		}
+		start += n
 	}
-	return out, errs, err
+	return out, errs, nil
 }
 
 // errRefused rolls back an attempt without savepoints when one intent fails.
 var errRefused = errors.New("an intent was refused")
 
-func (l *Ledger) commitImports(ctx context.Context, ins []ImportIntent, savepoints bool) (out []Committed, errs []error, err error) {
-	err = l.tx(ctx, "commit imports", func(tx *sql.Tx) error {
-		out, errs = make([]Committed, len(ins)), make([]error, len(ins))
+// commitImports commits intents from the first on in one transaction, until
+// a delivery transaction waits for the writer (at least one intent each
+// time), and returns how many it took.
+func (l *Ledger) commitImports(ctx context.Context, ins []ImportIntent, out []Committed, errs []error, savepoints bool) (n int, err error) {
+	err = l.txYielding(ctx, "commit imports", func(tx *sql.Tx) error {
 		st := l.stmts(ctx, tx)
 		defer st.close()
 		now := l.ts()
 		var acc accumulator
-		for i, in := range ins {
+		for n = 0; n < len(ins) && (n == 0 || !l.deliveryWaits()); n++ {
+			in := ins[n]
+			out[n], errs[n] = Committed{}, nil
 			in.opened = l.openedAt(in.Received)
 			if savepoints {
 				if _, err := st.exec(`SAVEPOINT intent`); err != nil {
@@ -221,9 +244,9 @@ func (l *Ledger) commitImports(ctx context.Context, ins []ImportIntent, savepoin
 				if _, err := st.exec(`ROLLBACK TO intent`); err != nil {
 					return err
 				}
-				errs[i] = ierr
+				errs[n] = ierr
 			default:
-				out[i] = c
+				out[n] = c
 				for _, company := range one.order {
 					p := one.by[company]
 					acc.add(company, p.source, p.opened, p.size, p.pps, p.ids)
@@ -244,9 +267,9 @@ func (l *Ledger) commitImports(ctx context.Context, ins []ImportIntent, savepoin
 		return nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return 0, err
 	}
-	return out, errs, nil
+	return n, nil
 }
 
 // SourcesByHash returns the committed sources among content hashes.

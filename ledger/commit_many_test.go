@@ -218,3 +218,47 @@ func TestOpenHeads(t *testing.T) {
 		}
 	}
 }
+
+// TestCommitImports_YieldsToDelivery: while another transaction waits for
+// the writer, intake commits one intent per transaction. The outcome is
+// the same as one transaction: every intent committed or refused alone,
+// and the pay parts in the same batches.
+func TestCommitImports_YieldsToDelivery(t *testing.T) {
+	l, _ := newLedger(t)
+	ctx := t.Context()
+	first := message(t, "A", "y-0")
+	if _, errs, err := l.CommitImports(ctx, []ImportIntent{first}); err != nil || errs[0] != nil {
+		t.Fatal(err, errs[0])
+	}
+	ins := []ImportIntent{first} // a duplicate source: refused alone
+	for i := 1; i < 7; i++ {
+		ins = append(ins, message(t, "A", fmt.Sprintf("y-%d", i)))
+	}
+	before := tableCounts(t, l)
+	l.waiting.Add(1) // as if the sender waited all along
+	out, errs, err := l.CommitImports(ctx, ins)
+	l.waiting.Add(-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(errs[0], ErrDuplicateSource) {
+		t.Errorf("duplicate source: %v, want ErrDuplicateSource", errs[0])
+	}
+	for i := 1; i < len(ins); i++ {
+		if errs[i] != nil || out[i].SourceID == 0 {
+			t.Errorf("intent %d: %+v, %v", i, out[i], errs[i])
+		}
+	}
+	after := tableCounts(t, l)
+	if after["sources"]-before["sources"] != 6 || after["pay_parts"]-before["pay_parts"] != 6 {
+		t.Errorf("counts before %v after %v: want 6 more sources and pay parts", before, after)
+	}
+	// 7 pay parts of A in batches of 3: two full (sealed), one open with 1.
+	open, err := l.OpenBatches(ctx, 0)
+	if err != nil || len(open) != 2 || open[0].Items != 3 || open[1].Items != 3 {
+		t.Errorf("sealed batches = %+v, %v; want two of 3", open, err)
+	}
+	if n, err := l.Unsealed(ctx); err != nil || n != 1 {
+		t.Errorf("Unsealed = %d, %v; want 1", n, err)
+	}
+}

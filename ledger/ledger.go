@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"modernc.org/sqlite"
@@ -42,6 +43,9 @@ type Ledger struct {
 	path string
 	now  func() time.Time
 	prep preparedCache
+	// waiting counts transactions other than intake's that wait for or
+	// hold the writer (see deliveryWaits).
+	waiting atomic.Int32
 }
 
 // readers is the size of the read pool: delivery's reads (a batch, its
@@ -261,8 +265,23 @@ func (l *Ledger) SchemaVersion(ctx context.Context) (int, error) {
 	return v, err
 }
 
-// tx runs fn in one immediate transaction.
+// tx runs fn in one immediate transaction. Every transaction but intake's
+// counts as waiting for the writer until it is done: intake yields to it
+// (deliveryWaits).
 func (l *Ledger) tx(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
+	l.waiting.Add(1)
+	defer l.waiting.Add(-1)
+	return l.txYielding(ctx, op, fn)
+}
+
+// deliveryWaits reports whether a transaction other than intake's wants
+// the writer: intake (CommitImports) then commits what it has so far, so
+// that the sender's bookkeeping between two calls never waits for a whole
+// group of messages.
+func (l *Ledger) deliveryWaits() bool { return l.waiting.Load() > 0 }
+
+// txYielding is tx for intake, which does not count as waiting.
+func (l *Ledger) txYielding(ctx context.Context, op string, fn func(tx *sql.Tx) error) error {
 	tx, err := l.db.BeginTx(ctx, nil)
 	if err != nil {
 		return l.classifyOpen(op, err)

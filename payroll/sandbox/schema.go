@@ -150,7 +150,7 @@ func (r *schemaRoot[N, R]) PayParts(ctx context.Context, args struct{ CompanyID 
 	if err != nil {
 		return nil, err
 	}
-	return r.payPartList(string(args.CompanyID), pps), nil
+	return r.payPartList(string(args.CompanyID), pps)
 }
 
 func (r *schemaRoot[N, R]) PayPartsMeta() *[]*metaResolver[R] {
@@ -201,7 +201,7 @@ func (r *schemaRoot[N, R]) CreatePayParts(ctx context.Context, args struct {
 	if r.st.onCreate != nil {
 		r.st.onCreate(string(args.CompanyID), created)
 	}
-	return r.payPartList(string(args.CompanyID), created), nil
+	return r.payPartList(string(args.CompanyID), created)
 }
 
 func (r *schemaRoot[N, R]) DeletePayParts(ctx context.Context, args struct {
@@ -215,12 +215,28 @@ func (r *schemaRoot[N, R]) DeletePayParts(ctx context.Context, args struct {
 	return &ok, nil
 }
 
-func (r *schemaRoot[N, R]) payPartList(companyID string, pps []paysync.PayPart) *[]*payPartResolver[N, R] {
+// payPartList converts the numbers of pay parts to the wire up front: a
+// field resolver that can fail makes graph-gophers resolve every element
+// of a list in its own goroutine, which cost more than the rest of a
+// create_pay_parts call of 100 items.
+func (r *schemaRoot[N, R]) payPartList(companyID string, pps []paysync.PayPart) (*[]*payPartResolver[N, R], error) {
 	out := make([]*payPartResolver[N, R], len(pps))
 	for i, p := range pps {
-		out[i] = &payPartResolver[N, R]{r: r, companyID: companyID, p: p}
+		pr := &payPartResolver[N, R]{r: r, companyID: companyID, p: p}
+		for j, f := range paysync.Fields {
+			v := p.Get(f)
+			if !v.Valid {
+				continue
+			}
+			n, err := r.numOut(v.Decimal)
+			if err != nil {
+				return nil, fmt.Errorf("pay part %s: %s: %w", p.ID, f, err)
+			}
+			pr.nums[j] = &n
+		}
+		out[i] = pr
 	}
-	return &out
+	return &out, nil
 }
 
 type companyResolver[N number, R ruleValue] struct {
@@ -240,7 +256,7 @@ func (c *companyResolver[N, R]) Employees(args struct{ EmployeeIDs *[]*graphql.I
 	return &out
 }
 
-func (c *companyResolver[N, R]) PayParts() *[]*payPartResolver[N, R] {
+func (c *companyResolver[N, R]) PayParts() (*[]*payPartResolver[N, R], error) {
 	return c.r.payPartList(c.c.id, c.r.st.payParts(c.c.id, ""))
 }
 
@@ -253,7 +269,7 @@ type employeeResolver[N number, R ruleValue] struct {
 func (e *employeeResolver[N, R]) ID() graphql.ID { return graphql.ID(e.e.ID) }
 func (e *employeeResolver[N, R]) Name() *string  { return &e.e.Name }
 
-func (e *employeeResolver[N, R]) PayParts() *[]*payPartResolver[N, R] {
+func (e *employeeResolver[N, R]) PayParts() (*[]*payPartResolver[N, R], error) {
 	return e.r.payPartList(e.companyID, e.r.st.payParts(e.companyID, e.e.ID))
 }
 
@@ -261,24 +277,14 @@ type payPartResolver[N number, R ruleValue] struct {
 	r         *schemaRoot[N, R]
 	companyID string
 	p         paysync.PayPart
+	nums      [3]*N // units, rate, amount on the wire (payPartList), in paysync.Fields order
 }
 
-func (p *payPartResolver[N, R]) ID() graphql.ID      { return graphql.ID(p.p.ID) }
-func (p *payPartResolver[N, R]) Code() *string       { return &p.p.Code }
-func (p *payPartResolver[N, R]) Units() (*N, error)  { return p.number(paysync.FieldUnits) }
-func (p *payPartResolver[N, R]) Rate() (*N, error)   { return p.number(paysync.FieldRate) }
-func (p *payPartResolver[N, R]) Amount() (*N, error) { return p.number(paysync.FieldAmount) }
-func (p *payPartResolver[N, R]) number(f paysync.Field) (*N, error) {
-	v := p.p.Get(f)
-	if !v.Valid {
-		return nil, nil
-	}
-	n, err := p.r.numOut(v.Decimal)
-	if err != nil {
-		return nil, fmt.Errorf("pay part %s: %s: %w", p.p.ID, f, err)
-	}
-	return &n, nil
-}
+func (p *payPartResolver[N, R]) ID() graphql.ID { return graphql.ID(p.p.ID) }
+func (p *payPartResolver[N, R]) Code() *string  { return &p.p.Code }
+func (p *payPartResolver[N, R]) Units() *N      { return p.nums[0] }
+func (p *payPartResolver[N, R]) Rate() *N       { return p.nums[1] }
+func (p *payPartResolver[N, R]) Amount() *N     { return p.nums[2] }
 
 func (p *payPartResolver[N, R]) Employee() *employeeResolver[N, R] {
 	return &employeeResolver[N, R]{r: p.r, companyID: p.companyID, e: paysync.Employee{ID: p.p.EmployeeID, Name: p.p.EmployeeName}}
