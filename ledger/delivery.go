@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/paysync/paysync"
@@ -182,10 +185,57 @@ func endAttempt(ctx context.Context, tx *sql.Tx, attemptID int64, outcome string
 // attempt's outcome in one transaction. The batch becomes created when no
 // item is pending any more, else pending (the rest is sent again).
 func (l *Ledger) RecordCreated(ctx context.Context, batchID, attemptID int64, ids map[int64]string, outcome string) error {
-	return l.tx(ctx, "record created", func(tx *sql.Tx) error {
-		now := l.ts()
-		st := l.stmts(ctx, tx)
-		defer st.close()
+	err := l.tx(ctx, "record created", func(tx *sql.Tx) error {
+		return l.recordCreated(ctx, tx, batchID, attemptID, ids, outcome, true)
+	})
+	if errors.Is(err, errRecordOneByOne) {
+		// Something is wrong with an item: one by one, to say which.
+		err = l.tx(ctx, "record created", func(tx *sql.Tx) error {
+			return l.recordCreated(ctx, tx, batchID, attemptID, ids, outcome, false)
+		})
+	}
+	return err
+}
+
+// errRecordOneByOne sends RecordCreated back to one UPDATE per item.
+var errRecordOneByOne = errors.New("record created one by one")
+
+// recordChunk is how many items one UPDATE records: one statement for a
+// whole batch instead of one per pay part.
+const recordChunk = 500
+
+// recordCreated stores the payroll ids in tx: all at once (fast), which
+// gives up with errRecordOneByOne on any anomaly, or one UPDATE per item,
+// which names the item at fault.
+func (l *Ledger) recordCreated(ctx context.Context, tx *sql.Tx, batchID, attemptID int64, ids map[int64]string, outcome string, fast bool) error {
+	now := l.ts()
+	st := l.stmts(ctx, tx)
+	defer st.close()
+	if fast {
+		items := slices.Sorted(maps.Keys(ids))
+		for start := 0; start < len(items); start += recordChunk {
+			part := items[start:min(start+recordChunk, len(items))]
+			args := make([]any, 0, 2*len(part)+2)
+			args = append(args, now) // updated_at, the VALUES, batch_id
+			for _, id := range part {
+				args = append(args, id, ids[id])
+			}
+			args = append(args, batchID)
+			res, err := st.exec(`UPDATE pay_parts SET state = 'created', payroll_id = v.column2, updated_at = ?
+				FROM (VALUES `+strings.TrimSuffix(strings.Repeat("(?, ?),", len(part)), ",")+`) AS v
+				WHERE pay_parts.id = v.column1 AND pay_parts.batch_id = ? AND pay_parts.state = 'pending'`,
+				args...)
+			if err != nil {
+				if isConstraint(err) {
+					return errRecordOneByOne
+				}
+				return err
+			}
+			if n, _ := res.RowsAffected(); n != int64(len(part)) {
+				return errRecordOneByOne
+			}
+		}
+	} else {
 		for itemID, pid := range ids {
 			res, err := st.exec(`UPDATE pay_parts SET state = 'created', payroll_id = ?, updated_at = ? WHERE id = ? AND batch_id = ? AND state = 'pending'`, pid, now, itemID, batchID)
 			if err != nil {
@@ -198,18 +248,18 @@ func (l *Ledger) RecordCreated(ctx context.Context, batchID, attemptID int64, id
 				return fmt.Errorf("pay part %d of batch %d is not pending", itemID, batchID)
 			}
 		}
-		state, err := settledState(ctx, tx, batchID)
-		if err != nil {
+	}
+	state, err := settledState(ctx, tx, batchID)
+	if err != nil {
+		return err
+	}
+	if attemptID != 0 {
+		if err := endAttempt(ctx, tx, attemptID, outcome, 0, "", "", now); err != nil {
 			return err
 		}
-		if attemptID != 0 {
-			if err := endAttempt(ctx, tx, attemptID, outcome, 0, "", "", now); err != nil {
-				return err
-			}
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE batches SET state = ?, last_error = '', updated_at = ? WHERE id = ?`, state, now, batchID)
-		return err
-	})
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE batches SET state = ?, last_error = '', updated_at = ? WHERE id = ?`, state, now, batchID)
+	return err
 }
 
 // settledState is created when nothing is pending, else pending.

@@ -74,6 +74,51 @@ type Deliverer struct {
 
 	Stats       Stats
 	snapshotted map[string]bool
+	ahead       *readAhead // the next batch, read while a call is in flight
+}
+
+// readAhead is a batch and its items read while the call before it was in
+// flight: a sealed batch does not change until it is sent, and the call's
+// 100 ms (or more) hides the reads.
+type readAhead struct {
+	id    int64
+	done  chan struct{}
+	b     ledger.Batch
+	items []ledger.Item
+	err   error
+}
+
+// readAheadOf starts reading batch id.
+func (d *Deliverer) readAheadOf(ctx context.Context, id int64) {
+	ra := &readAhead{id: id, done: make(chan struct{})}
+	d.ahead = ra
+	go func() {
+		defer close(ra.done)
+		if ra.b, ra.err = d.L.Batch(ctx, id); ra.err == nil {
+			ra.items, ra.err = d.L.Items(ctx, id)
+		}
+	}()
+}
+
+// read returns batch id and its items: read ahead if they were, else now.
+func (d *Deliverer) read(ctx context.Context, id int64) (ledger.Batch, []ledger.Item, error) {
+	if ra := d.ahead; ra != nil {
+		d.ahead = nil
+		<-ra.done
+		if ra.id == id && ra.err == nil {
+			return ra.b, ra.items, nil
+		}
+	}
+	b, err := d.L.Batch(ctx, id)
+	if err != nil {
+		return b, nil, err
+	}
+	switch b.State {
+	case ledger.BatchCreated, ledger.BatchSplit, ledger.BatchReverting, ledger.BatchReverted, ledger.BatchSending:
+		return b, nil, nil // not sent as it is: no items needed
+	}
+	items, err := d.L.Items(ctx, id)
+	return b, items, err
 }
 
 // ErrRevoked stops all sending: the payroll connection was revoked.
@@ -157,7 +202,11 @@ func (d *Deliverer) Deliver(ctx context.Context, batchIDs []int64) error {
 	for len(queue) > 0 {
 		id := queue[0]
 		queue = queue[1:]
-		children, err := d.deliverBatch(ctx, id)
+		var next int64
+		if len(queue) > 0 {
+			next = queue[0]
+		}
+		children, err := d.deliverBatch(ctx, id, next)
 		if err != nil {
 			return err
 		}
@@ -221,13 +270,15 @@ func pendingItems(items []ledger.Item) []ledger.Item {
 }
 
 // deliverBatch sends one batch until every item is created or rejected,
-// the batch fails, or it splits (the children are returned).
-func (d *Deliverer) deliverBatch(ctx context.Context, id int64) ([]int64, error) {
+// the batch fails, or it splits (the children are returned). next, when
+// not 0, is the batch to send after it: read while this one's call is in
+// flight.
+func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) ([]int64, error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		b, err := d.L.Batch(ctx, id)
+		b, items, err := d.read(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -239,10 +290,6 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id int64) ([]int64, error)
 				return nil, err
 			}
 			continue
-		}
-		items, err := d.L.Items(ctx, id)
-		if err != nil {
-			return nil, err
 		}
 		pending := pendingItems(items)
 		if len(pending) == 0 {
@@ -271,6 +318,9 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id int64) ([]int64, error)
 			return nil, err
 		}
 		d.Stats.Attempts++
+		if next != 0 {
+			d.readAheadOf(ctx, next)
+		}
 		created, err := d.P.CreatePayParts(ctx, b.CompanyID, inputs)
 		if err == nil {
 			ids := make(map[int64]string, len(created))
@@ -283,6 +333,9 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id int64) ([]int64, error)
 			d.Stats.Created += len(created)
 			d.observe("created", len(created))
 			d.progress()
+			if len(created) == len(pending) {
+				return nil, nil // every item created: the batch is created
+			}
 			continue
 		}
 		var pe *payroll.Error
