@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -142,4 +143,44 @@ func BenchmarkLedger_RecordCreated(b *testing.B) {
 	if got := countRows(b, l, "attempts", "outcome = 'ok' AND finished_at IS NOT NULL"); got != k {
 		b.Fatalf("%d finished attempts, want %d", got, k)
 	}
+}
+
+// BenchmarkFloor_EntryRowsOnly is a floor, not paysync's path: only the
+// one row per entry that dedupe cannot do without (entries, with its
+// unique entry_id), 64 per transaction as NATS intake commits them, with
+// no source, pay part or link rows and no Go-side planning. Whatever
+// paysync does per message costs more than this; it is here so that the
+// ceiling BENCHMARKS.md gives for the ledger can be measured again.
+func BenchmarkFloor_EntryRowsOnly(b *testing.B) {
+	l := openBenchLedger(b)
+	ctx := b.Context()
+	res, err := l.db.ExecContext(ctx, `INSERT INTO sources (kind, name, content_hash, status, received_at) VALUES ('nats', 'floor', 'floor', 'committed', '2026-01-01T00:00:00Z')`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	source, _ := res.LastInsertId()
+	const group = 64
+	n := 0
+	for b.Loop() {
+		err := l.tx(ctx, "floor", func(tx *sql.Tx) error {
+			st := l.stmts(ctx, tx)
+			defer st.close()
+			for range group {
+				id := fmt.Sprintf("floor-%d", n)
+				data := fmt.Sprintf(`{"id":%q,"employee_id":"emp-%d","hours":"7.5"}`, id, n%50)
+				var rowID int64
+				if err := st.queryRow(`INSERT INTO entries (source_id, entry_id, line, content_hash, data, status, note) VALUES (?, ?, ?, ?, ?, ?, ?)
+					ON CONFLICT (entry_id) DO UPDATE SET source_id = excluded.source_id WHERE entries.status <> 'mapped'
+					RETURNING id`, source, id, 1, hashHex([]byte(data)), []byte(data), EntryMapped, "").Scan(&rowID); err != nil {
+					return err
+				}
+				n++
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "entries/s")
 }
