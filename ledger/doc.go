@@ -4,8 +4,12 @@
 // refresh token (credentials).
 //
 // The file is opened with WAL, foreign keys, synchronous=FULL and one
-// writer connection whose transactions BEGIN IMMEDIATE; it is created with
-// mode 0600 and refused when others can read it. Migrations are embedded and
+// writer connection whose transactions BEGIN IMMEDIATE, beside a small pool
+// of query_only readers (WAL lets them read while the writer commits), so
+// that delivery's and operators' reads never queue behind intake. Intake
+// (CommitImports) yields the writer to any other transaction between two
+// messages. The file is created with mode 0600 and refused when others can
+// read it. Migrations are embedded and
 // applied in a transaction each at open (PRAGMA user_version); a ledger from
 // a newer paysync, a damaged file, a locked file or an unwritable directory
 // is an error that changes nothing. Every change is one short transaction,
