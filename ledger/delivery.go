@@ -142,21 +142,52 @@ func (l *Ledger) Items(ctx context.Context, batchID int64) ([]Item, error) {
 func (l *Ledger) BeginAttempt(ctx context.Context, batchID int64, op string, items int) (int64, error) {
 	var id int64
 	err := l.tx(ctx, "begin attempt", func(tx *sql.Tx) error {
-		now := l.ts()
-		res, err := tx.ExecContext(ctx, `INSERT INTO attempts (batch_id, op, items, started_at) VALUES (?, ?, ?, ?)`, batchID, op, items, now)
-		if err != nil {
-			return err
-		}
-		id, _ = res.LastInsertId()
-		switch op {
-		case "create":
-			_, err = tx.ExecContext(ctx, `UPDATE batches SET state = 'sending', attempts = attempts + 1, updated_at = ? WHERE id = ?`, now, batchID)
-		case "delete":
-			_, err = tx.ExecContext(ctx, `UPDATE batches SET state = 'reverting', updated_at = ? WHERE id = ?`, now, batchID)
-		}
+		var err error
+		id, err = beginAttempt(ctx, tx, batchID, op, items, l.ts())
 		return err
 	})
 	return id, err
+}
+
+func beginAttempt(ctx context.Context, tx *sql.Tx, batchID int64, op string, items int, now string) (int64, error) {
+	res, err := tx.ExecContext(ctx, `INSERT INTO attempts (batch_id, op, items, started_at) VALUES (?, ?, ?, ?)`, batchID, op, items, now)
+	if err != nil {
+		return 0, err
+	}
+	id, _ := res.LastInsertId()
+	switch op {
+	case "create":
+		_, err = tx.ExecContext(ctx, `UPDATE batches SET state = 'sending', attempts = attempts + 1, updated_at = ? WHERE id = ?`, now, batchID)
+	case "delete":
+		_, err = tx.ExecContext(ctx, `UPDATE batches SET state = 'reverting', updated_at = ? WHERE id = ?`, now, batchID)
+	}
+	return id, err
+}
+
+// RecordCreatedThenBegin is RecordCreated followed by BeginAttempt of the
+// company's next batch (a create of nextItems), in one transaction: the
+// sender's bookkeeping between two calls costs one fsync, not two. The
+// next batch must be pending. When an item of the first batch is at fault
+// (see RecordCreated), nothing is begun and next is 0.
+func (l *Ledger) RecordCreatedThenBegin(ctx context.Context, batchID, attemptID int64, ids map[int64]string, outcome string, nextBatch int64, nextItems int) (next int64, err error) {
+	err = l.tx(ctx, "record created", func(tx *sql.Tx) error {
+		if err := l.recordCreated(ctx, tx, batchID, attemptID, ids, outcome, true); err != nil {
+			return err
+		}
+		var state string
+		if err := tx.QueryRowContext(ctx, `SELECT state FROM batches WHERE id = ?`, nextBatch).Scan(&state); err != nil {
+			return fmt.Errorf("batch %d: %w", nextBatch, err)
+		}
+		if state != BatchPending {
+			return fmt.Errorf("batch %d is %s, not pending: %w", nextBatch, state, errRecordOneByOne)
+		}
+		next, err = beginAttempt(ctx, tx, nextBatch, "create", nextItems, l.ts())
+		return err
+	})
+	if errors.Is(err, errRecordOneByOne) {
+		return 0, l.RecordCreated(ctx, batchID, attemptID, ids, outcome)
+	}
+	return next, err
 }
 
 // EndAttempt records an attempt's outcome and, when state is not empty,

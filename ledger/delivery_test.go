@@ -702,3 +702,52 @@ func TestLedger_MarkRemovedNothingCreated(t *testing.T) {
 		})
 	}
 }
+
+// TestLedger_RecordCreatedThenBegin: the result of one batch and the next
+// batch's attempt in one transaction; when the next batch is not pending,
+// only the result is recorded; when an item is at fault, the error names it
+// and nothing changes.
+func TestLedger_RecordCreatedThenBegin(t *testing.T) {
+	l, _ := newLedger(t)
+	ctx := t.Context()
+	a := setupBatch(t, l, "A", 2)
+	b := setupBatch(t, l, "B", 3)
+	att := begin(t, l, a.batch, "create", 2)
+
+	before := dump(t, l)
+	if _, err := l.RecordCreatedThenBegin(ctx, a.batch, att, map[int64]string{a.items[0]: "p0", 9999: "px"}, "ok", b.batch, 3); err == nil || !strings.Contains(err.Error(), "not pending") {
+		t.Errorf("an unknown item: %v, want an error saying not pending", err)
+	}
+	if after := dump(t, l); after != before {
+		t.Errorf("a failed RecordCreatedThenBegin changed the ledger:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+
+	next, err := l.RecordCreatedThenBegin(ctx, a.batch, att, map[int64]string{a.items[0]: "p0", a.items[1]: "p1"}, "ok", b.batch, 3)
+	if err != nil || next == 0 {
+		t.Fatalf("RecordCreatedThenBegin = %d, %v", next, err)
+	}
+	if got := mustBatch(t, l, a.batch); got.State != BatchCreated || got.Created != 2 {
+		t.Errorf("batch A = %+v, want created with 2", got)
+	}
+	if got := mustBatch(t, l, b.batch); got.State != BatchSending || got.Attempts != 1 {
+		t.Errorf("batch B = %+v, want sending after its first attempt", got)
+	}
+	if la := lastAttempt(t, l, b.batch); la.ID != next || la.Items != 3 || la.Outcome != "in_flight" {
+		t.Errorf("B's attempt = %+v, want %d in flight with 3 items", la, next)
+	}
+	if la := lastAttempt(t, l, a.batch); la.ID != att || la.Outcome != "ok" {
+		t.Errorf("A's attempt = %+v, want ok", la)
+	}
+
+	// B is sending now: recording its result begins nothing more, and A
+	// (created) cannot be begun.
+	if next2, err := l.RecordCreatedThenBegin(ctx, b.batch, next, map[int64]string{b.items[0]: "q0", b.items[1]: "q1", b.items[2]: "q2"}, "ok", a.batch, 2); err != nil || next2 != 0 {
+		t.Errorf("next batch not pending: %d, %v; want 0 and the result recorded", next2, err)
+	}
+	if got := mustBatch(t, l, b.batch); got.State != BatchCreated || got.Created != 3 {
+		t.Errorf("batch B = %+v, want created with 3", got)
+	}
+	if got := mustBatch(t, l, a.batch); got.State != BatchCreated || got.Attempts != 1 {
+		t.Errorf("batch A = %+v, want created after its one attempt, not begun again", got)
+	}
+}

@@ -29,6 +29,7 @@ type Ledger interface {
 	BeginAttempt(ctx context.Context, batchID int64, op string, items int) (int64, error)
 	EndAttempt(ctx context.Context, attemptID int64, outcome string, status int, msg, state string) error
 	RecordCreated(ctx context.Context, batchID, attemptID int64, ids map[int64]string, outcome string) error
+	RecordCreatedThenBegin(ctx context.Context, batchID, attemptID int64, ids map[int64]string, outcome string, nextBatch int64, nextItems int) (int64, error)
 	RejectItems(ctx context.Context, batchID, attemptID int64, reasons map[int64]string) error
 	SplitBatch(ctx context.Context, batchID, attemptID int64, msg string, groups [][]int64) ([]int64, error)
 	SetBatchState(ctx context.Context, batchID int64, state, msg string) error
@@ -75,6 +76,42 @@ type Deliverer struct {
 	Stats       Stats
 	snapshotted map[string]bool
 	ahead       *readAhead // the next batch, read while a call is in flight
+	begun       *begun     // the next batch, its attempt recorded with the last one's result
+}
+
+// begun is a batch whose create attempt was recorded in the transaction
+// that recorded the batch before it (RecordCreatedThenBegin): it is sent
+// next, without a transaction of its own first.
+type begun struct {
+	id, att int64
+	b       ledger.Batch
+	pending []ledger.Item
+}
+
+// beginNext readies the next batch to be begun with the last one's result:
+// only when it was read ahead, is pending with items to send, its company's
+// snapshot is taken, and the rate limit lets its call go. Otherwise nil,
+// and it is read and begun on its own.
+func (d *Deliverer) beginNext(ctx context.Context, next int64) *begun {
+	ra := d.ahead
+	if ra == nil || ra.id != next {
+		return nil
+	}
+	<-ra.done
+	if ra.err != nil || ra.b.State != ledger.BatchPending || !d.snapshotted[ra.b.CompanyID] {
+		return nil
+	}
+	pending := pendingItems(ra.items)
+	if len(pending) == 0 {
+		return nil
+	}
+	if d.Limiter != nil {
+		if err := d.Limiter.Wait(ctx); err != nil {
+			return nil
+		}
+	}
+	d.ahead = nil
+	return &begun{id: next, b: ra.b, pending: pending}
 }
 
 // readAhead is a batch and its items read while the call before it was in
@@ -278,44 +315,59 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) ([]int64, 
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		b, items, err := d.read(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		switch b.State {
-		case ledger.BatchCreated, ledger.BatchSplit, ledger.BatchReverting, ledger.BatchReverted:
-			return nil, nil
-		case ledger.BatchSending:
-			if err := d.reconcile(ctx, id, b.CompanyID); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		pending := pendingItems(items)
-		if len(pending) == 0 {
-			return nil, d.L.RecordCreated(ctx, id, 0, nil, "")
-		}
-		if b.State == ledger.BatchFailed {
-			// A new run tries a failed batch again from the start.
-			if err := d.L.SetBatchState(ctx, id, ledger.BatchPending, b.LastError); err != nil {
-				return nil, err
+		var b ledger.Batch
+		var pending []ledger.Item
+		var att int64
+		if bg := d.begun; bg != nil {
+			// Begun with the last batch's result. Another batch than the one
+			// begun (not expected) leaves that one sending: reconciled
+			// before it is sent, as after a crash.
+			d.begun = nil
+			if bg.id == id {
+				b, pending, att = bg.b, bg.pending, bg.att
 			}
 		}
-		if err := d.ensureSnapshot(ctx, b.CompanyID); err != nil {
-			return nil, err
+		if att == 0 {
+			var items []ledger.Item
+			var err error
+			b, items, err = d.read(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			switch b.State {
+			case ledger.BatchCreated, ledger.BatchSplit, ledger.BatchReverting, ledger.BatchReverted:
+				return nil, nil
+			case ledger.BatchSending:
+				if err := d.reconcile(ctx, id, b.CompanyID); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			pending = pendingItems(items)
+			if len(pending) == 0 {
+				return nil, d.L.RecordCreated(ctx, id, 0, nil, "")
+			}
+			if b.State == ledger.BatchFailed {
+				// A new run tries a failed batch again from the start.
+				if err := d.L.SetBatchState(ctx, id, ledger.BatchPending, b.LastError); err != nil {
+					return nil, err
+				}
+			}
+			if err := d.ensureSnapshot(ctx, b.CompanyID); err != nil {
+				return nil, err
+			}
+			if d.Limiter != nil {
+				if err := d.Limiter.Wait(ctx); err != nil {
+					return nil, err
+				}
+			}
+			if att, err = d.L.BeginAttempt(ctx, id, "create", len(pending)); err != nil {
+				return nil, err
+			}
 		}
 		inputs := make([]paysync.PayPartInput, len(pending))
 		for i, it := range pending {
 			inputs[i] = it.PayPartInput
-		}
-		if d.Limiter != nil {
-			if err := d.Limiter.Wait(ctx); err != nil {
-				return nil, err
-			}
-		}
-		att, err := d.L.BeginAttempt(ctx, id, "create", len(pending))
-		if err != nil {
-			return nil, err
 		}
 		d.Stats.Attempts++
 		if next != 0 {
@@ -327,13 +379,25 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) ([]int64, 
 			for i, p := range created {
 				ids[pending[i].ID] = p.ID
 			}
-			if err := d.L.RecordCreated(ctx, id, att, ids, "ok"); err != nil {
+			done := len(created) == len(pending)
+			var bg *begun
+			if done && next != 0 {
+				bg = d.beginNext(ctx, next)
+			}
+			if bg != nil {
+				if bg.att, err = d.L.RecordCreatedThenBegin(ctx, id, att, ids, "ok", bg.id, len(bg.pending)); err != nil {
+					return nil, err
+				}
+				if bg.att != 0 {
+					d.begun = bg
+				}
+			} else if err := d.L.RecordCreated(ctx, id, att, ids, "ok"); err != nil {
 				return nil, err
 			}
 			d.Stats.Created += len(created)
 			d.observe("created", len(created))
 			d.progress()
-			if len(created) == len(pending) {
+			if done {
 				return nil, nil // every item created: the batch is created
 			}
 			continue

@@ -541,3 +541,55 @@ func TestPipeline_TwoCompanies(t *testing.T) {
 	}
 	e.checkLedger(t)
 }
+
+// dieOnCall is a payroll whose nth create_pay_parts call never goes out:
+// the process "dies" just before it (the call fails as if cut off).
+type dieOnCall struct {
+	*payroll.Client
+	n, calls int
+}
+
+func (p *dieOnCall) CreatePayParts(ctx context.Context, company string, in []paysync.PayPartInput) ([]paysync.PayPart, error) {
+	p.calls++
+	if p.calls == p.n {
+		return nil, context.Canceled
+	}
+	return p.Client.CreatePayParts(ctx, company, in)
+}
+
+// A batch begun in the transaction that recorded the batch before it
+// (RecordCreatedThenBegin) and then never sent: after a restart it is
+// reconciled (nothing of it is in payroll) and sent once; every pay part
+// exists exactly once.
+func TestDeliverer_CrashAfterNextBatchBegun(t *testing.T) {
+	e := setup(t, sandbox.Options{})
+	payload := ndjson(9, "begun")
+	im := e.importer(t, nil, 3)
+	rep, err := im.Plan(ctx(t), "file", "begun.ndjson", payload)
+	if err != nil || len(rep.Batches) != 3 {
+		t.Fatalf("plan: %v, %d batches; want 3", err, len(rep.Batches))
+	}
+	d := e.deliverer(e.cl)
+	d.P = &dieOnCall{Client: e.cl, n: 2}
+	if err := d.Deliver(ctx(t), rep.Batches); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Deliver = %v, want the cut-off call's error", err)
+	}
+	if b, err := e.led.Batch(ctx(t), rep.Batches[1]); err != nil || b.State != ledger.BatchSending || b.Attempts != 1 {
+		t.Fatalf("second batch = %+v, %v; want sending, begun with the first one's result", b, err)
+	}
+	if n := len(e.sandboxParts()); n != 3 {
+		t.Fatalf("payroll holds %d pay parts, want the first batch's 3", n)
+	}
+	// Restart.
+	d2 := e.deliverer(e.cl)
+	if err := d2.Recover(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := d2.Deliver(ctx(t), rep.Batches); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.sandboxParts()); n != 9 {
+		t.Fatalf("payroll holds %d pay parts, want 9", n)
+	}
+	e.checkLedger(t)
+}
