@@ -30,23 +30,26 @@ var _ PipelineLedger = (*ledger.Ledger)(nil)
 // first (so a company's batches keep their order). Sources only commit to
 // the ledger; they never wait for the payroll API.
 //
-// Each company with work gets its own worker (up to InFlight at once, one
-// per company): it sends the company's batches one after the other and
-// keeps taking those sealed meanwhile, never waiting for another
-// company's calls.
+// Each company with work gets its own worker (one per company, up to
+// twice InFlight at once): it sends the company's batches one after the
+// other, so their order is kept, and keeps taking those sealed meanwhile.
+// InFlight bounds the calls on the wire, not the workers: a call holds its
+// slot only while it is out, so while one company records its last result
+// and begins its next batch, another company's call uses the slot.
 type Pipeline struct {
 	L        PipelineLedger
 	D        *Deliverer    // the template: each company gets its own copy
 	Linger   time.Duration // how long a part-full batch waits for more (PAYSYNC_BATCH_LINGER)
 	Tick     time.Duration // how often to look (default Linger/4, at least 20ms)
-	InFlight int           // companies sent to at once (default 4); one at a time per company
+	InFlight int           // payroll calls in flight at once (default 4); one at a time per company
 	Log      *slog.Logger
 
 	revoked atomic.Bool
 	wake    chan struct{}
 	stop    chan struct{}
 	once    sync.Once
-	sem     chan struct{}
+	sem     chan struct{} // company workers draining at once: 2 × InFlight
+	gate    *callGate     // the calls in flight, shared by the company workers
 	workers sync.WaitGroup
 
 	mu   sync.Mutex
@@ -81,7 +84,7 @@ func (p *Pipeline) deliverer(company string) *Deliverer {
 	}
 	d := p.perC[company]
 	if d == nil {
-		d = &Deliverer{L: p.D.L, P: p.D.P, Log: p.D.Log, MaxAttempts: p.D.MaxAttempts, DeleteChunk: p.D.DeleteChunk,
+		d = &Deliverer{L: p.D.L, P: p.gate, Log: p.D.Log, MaxAttempts: p.D.MaxAttempts, DeleteChunk: p.D.DeleteChunk,
 			Sleep: p.D.Sleep, Limiter: p.D.Limiter, OnBatch: p.D.OnBatch}
 		p.perC[company] = d
 	}
@@ -122,7 +125,10 @@ func (p *Pipeline) Init() {
 		p.stop = make(chan struct{})
 	}
 	if p.sem == nil {
-		p.sem = make(chan struct{}, p.InFlight)
+		p.sem = make(chan struct{}, 2*p.InFlight)
+	}
+	if p.gate == nil {
+		p.gate = newCallGate(p.D.P, p.InFlight)
 	}
 	if p.busy == nil {
 		p.busy = map[string]bool{}
@@ -259,7 +265,8 @@ func (p *Pipeline) look(ctx context.Context, linger time.Duration) error {
 	for c := range heads {
 		companies = append(companies, c)
 	}
-	// Oldest work first: the semaphore lets InFlight companies send at once.
+	// Oldest work first: the semaphore lets 2 × InFlight companies drain at
+	// once, and the gate InFlight calls go out.
 	slices.SortFunc(companies, func(a, b string) int { return cmp.Compare(heads[a], heads[b]) })
 	for _, c := range companies {
 		p.mu.Lock()
@@ -285,8 +292,9 @@ func (p *Pipeline) look(ctx context.Context, linger time.Duration) error {
 // drainChunk is how many of a company's batches a worker takes at a time.
 const drainChunk = 16
 
-// work is a company's worker: it waits for a sending slot, drains the
-// company, and asks for a look when done.
+// work is a company's worker: it waits for a worker slot, drains the
+// company (each call waiting for a call slot), and asks for a look when
+// done.
 func (p *Pipeline) work(ctx context.Context, company string, ids []int64) {
 	defer p.workers.Done()
 	var err error
@@ -330,7 +338,7 @@ func (p *Pipeline) drain(ctx context.Context, company string, ids []int64) error
 }
 
 // Flush seals what lingered at least linger (0: everything) and delivers
-// every sealed open batch — companies in parallel (up to InFlight), each
+// every sealed open batch — companies in parallel (up to InFlight calls), each
 // company's batches in order — and returns when they are sent (for --once
 // and the last flush at shutdown; not while Run runs).
 func (p *Pipeline) Flush(ctx context.Context, linger time.Duration) error {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -538,6 +539,121 @@ func TestPipeline_TwoCompanies(t *testing.T) {
 	}
 	if s := p.Stats(); s.Created != want {
 		t.Fatalf("stats %+v", s)
+	}
+	e.checkLedger(t)
+}
+
+// slowRecord is a ledger whose first recording of a create result waits
+// until another company's create call has started: it fails unless the
+// pipeline's call slot is free while a company records its result.
+type slowRecord struct {
+	*ledger.Ledger
+	t       *testing.T
+	once    sync.Once
+	started func(notCompany string) <-chan struct{}
+}
+
+func (l *slowRecord) wait(ctx context.Context, batchID int64) {
+	l.once.Do(func() {
+		b, err := l.Ledger.Batch(ctx, batchID)
+		if err != nil {
+			l.t.Error(err)
+			return
+		}
+		select {
+		case <-l.started(b.CompanyID):
+		case <-time.After(20 * time.Second):
+			l.t.Errorf("company %s recorded its result, and no other company's call went out meanwhile", b.CompanyID)
+		}
+	})
+}
+
+func (l *slowRecord) RecordCreated(ctx context.Context, batchID, attemptID int64, ids map[int64]string, outcome string) error {
+	l.wait(ctx, batchID)
+	return l.Ledger.RecordCreated(ctx, batchID, attemptID, ids, outcome)
+}
+
+func (l *slowRecord) RecordCreatedThenBegin(ctx context.Context, batchID, attemptID int64, ids map[int64]string, outcome string, next int64, items int) (int64, error) {
+	l.wait(ctx, batchID)
+	return l.Ledger.RecordCreatedThenBegin(ctx, batchID, attemptID, ids, outcome, next, items)
+}
+
+// callWatch notes the most create calls on the wire at once, and for each
+// company whether another company's call started since its last call
+// returned.
+type callWatch struct {
+	worker.Payroll
+	mu           sync.Mutex
+	now, most    int
+	startedSince map[string]chan struct{} // closed when a company other than the key starts a call after the key's last call returned
+}
+
+func (w *callWatch) started(notCompany string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch, ok := w.startedSince[notCompany]
+	if !ok {
+		ch = make(chan struct{})
+		w.startedSince[notCompany] = ch
+	}
+	return ch
+}
+
+func (w *callWatch) CreatePayParts(ctx context.Context, company string, in []paysync.PayPartInput) ([]paysync.PayPart, error) {
+	w.mu.Lock()
+	w.now++
+	w.most = max(w.most, w.now)
+	for other, ch := range w.startedSince {
+		if other != company {
+			select {
+			case <-ch:
+			default:
+				close(ch)
+			}
+		}
+	}
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.now--
+		w.startedSince[company] = make(chan struct{}) // before the call's slot is left
+		w.mu.Unlock()
+	}()
+	return w.Payroll.CreatePayParts(ctx, company, in)
+}
+
+// PAYSYNC_IN_FLIGHT bounds the calls on the wire, not the companies being
+// worked on: with one call slot and two companies, the second company's
+// call goes out while the first records its result (so a company's
+// ledger-first transactions between its calls do not leave the slot
+// idle), and there is never more than one call at once.
+func TestPipeline_CallSlotFreeWhileRecording(t *testing.T) {
+	e := setup(t, sandbox.Options{})
+	im := e.importer(t, nil, 3)
+	im.Accumulate, im.AllOrNothing = true, true
+	for i := 0; i < 12; i++ {
+		company, emp := sandbox.CompanyNordlys, sandbox.EmpMetteHansen
+		if i%2 == 1 {
+			company, emp = sandbox.CompanyFjordtech, sandbox.EmpJonasLarsen
+		}
+		msg := fmt.Sprintf(`{"id":"slot-%d","company_id":"%s","employee_id":"%s","date":"2026-11-02","hours":"%d","code":"T1"}`, i, company, emp, i+1)
+		if rep, err := im.Plan(ctx(t), "nats", "timesheets."+company+".t", []byte(msg)); err != nil || len(rep.ProblemList()) > 0 {
+			t.Fatalf("message %d: %v %v", i, err, rep.ProblemList())
+		}
+	}
+	w := &callWatch{Payroll: e.cl, startedSince: map[string]chan struct{}{}}
+	d := e.deliverer(e.cl)
+	d.P = w
+	d.L = &slowRecord{Ledger: e.led, t: t, started: w.started}
+	p := &worker.Pipeline{L: e.led, D: d, Linger: time.Hour, InFlight: 1}
+	if err := p.Flush(ctx(t), 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(e.sandboxParts()); got != 12 {
+		t.Fatalf("payroll holds %d, want 12", got)
+	}
+	if w.most != 1 {
+		t.Errorf("%d calls on the wire at once, want at most PAYSYNC_IN_FLIGHT (1)", w.most)
 	}
 	e.checkLedger(t)
 }
