@@ -335,6 +335,19 @@ func TestInbox_Poll_outcomes(t *testing.T) {
 			},
 		},
 		{
+			// More problems than the report lists: the counts are the
+			// totals, and the list says where the rest are.
+			name:    "problems beyond the listed ones",
+			rep:     worker.Report{ImportID: 0, RejectedAs: 12, Entries: 1500, Problems: problems, ProblemsOmitted: 1200},
+			outcome: inbox.OutcomeFailed,
+			moved:   "failed/" + stamp + "-hours.csv",
+			reportHas: []string{
+				"outcome:   failed: the file has 1202 problems, so nothing of it was imported (policy all-or-nothing)",
+				"entries:   1500 read, 0 already imported, 1202 problems",
+				"problems (1202):\n  " + problems[0].Error() + "\n  " + problems[1].Error() + "\n  … and 1200 more problems, not listed here: `paysync imports show 12` lists them all\n",
+			},
+		},
+		{
 			name:      "duplicate",
 			rep:       worker.Report{ImportID: 4, Duplicate: true, Entries: 5, Duplicates: 5, ImportedAt: "2025-02-28 09:30"},
 			outcome:   inbox.OutcomeDuplicate,

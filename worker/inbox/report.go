@@ -24,6 +24,12 @@ type report struct {
 }
 
 func (r report) String() string {
+	// problems may end in a line saying how many more the ledger holds:
+	// the counts are the import's totals.
+	nProblems := len(r.problems)
+	if r.rep != nil {
+		nProblems = r.rep.ProblemCount()
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "paysync inbox report\n\n")
 	if r.sizeKnown {
@@ -40,7 +46,7 @@ func (r report) String() string {
 		} else {
 			fmt.Fprintf(&b, "import:    none (nothing was committed or sent)\n")
 		}
-		fmt.Fprintf(&b, "entries:   %d read, %d already imported, %s\n", rep.Entries, rep.Duplicates, count(len(r.problems), "problem"))
+		fmt.Fprintf(&b, "entries:   %d read, %d already imported, %s\n", rep.Entries, rep.Duplicates, count(nProblems, "problem"))
 		if !rep.Duplicate && rep.ImportID != 0 {
 			fmt.Fprintf(&b, "pay parts: %d in %s\n", rep.PayParts, count(len(rep.Batches), "batch"))
 		}
@@ -58,7 +64,7 @@ func (r report) String() string {
 		}
 	}
 	if len(r.problems) > 0 {
-		fmt.Fprintf(&b, "\nproblems (%d):\n", len(r.problems))
+		fmt.Fprintf(&b, "\nproblems (%d):\n", nProblems)
 		for _, p := range r.problems {
 			fmt.Fprintf(&b, "  %s\n", oneLine(p.Error()))
 		}
