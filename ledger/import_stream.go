@@ -335,6 +335,60 @@ func (s *StagedImport) Commit(format string, duplicates int, rejected bool) (Com
 	return Committed{SourceID: c.source, BatchIDs: c.batchIDs}, nil
 }
 
+// PayParts hands fn the staged pay parts that Commit would batch, in
+// order of index, each with its entries in the order they were added: a
+// preview (paysync import --dry-run) to be followed by Rollback. fn must
+// not call the ledger (the staging's connection is reading); a pay part's
+// entries are in memory while fn has it.
+func (s *StagedImport) PayParts(fn func(paysync.PlannedPayPart) error) error {
+	if s.done {
+		return errors.New("ledger: import: already finished")
+	}
+	if err := s.Flush(); err != nil {
+		return err
+	}
+	rows, err := s.l.db.QueryContext(s.ctx, s.q(`SELECT p.idx, p.company_id, p.employee_id, p.employee_name, p.code, p.units, p.rate, p.amount,
+			p.description, p.rule, e.entry_id, e.line
+		FROM %sparts p LEFT JOIN %slinks k ON k.part = p.idx LEFT JOIN %sentries e ON e.seq = k.entry
+		ORDER BY p.idx, e.seq`))
+	if err != nil {
+		return fmt.Errorf("ledger: preview import: %w", err)
+	}
+	defer rows.Close()
+	var cur paysync.PlannedPayPart
+	idx := int64(-1)
+	for rows.Next() {
+		var i int64
+		var pp paysync.PlannedPayPart
+		var units, rate, amount sql.NullString
+		var entryID sql.NullString
+		var line sql.NullInt64
+		if err := rows.Scan(&i, &pp.CompanyID, &pp.EmployeeID, &pp.EmployeeName, &pp.Code, &units, &rate, &amount,
+			&pp.Description, &pp.Rule, &entryID, &line); err != nil {
+			return fmt.Errorf("ledger: preview import: %w", err)
+		}
+		if i != idx {
+			if idx >= 0 {
+				if err := fn(cur); err != nil {
+					return err
+				}
+			}
+			pp.Units, pp.Rate, pp.Amount = textDec(units), textDec(rate), textDec(amount)
+			cur, idx = pp, i
+		}
+		if entryID.Valid {
+			cur.Entries = append(cur.Entries, paysync.EntryRef{Source: s.in.Name, Line: int(line.Int64), ID: entryID.String})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("ledger: preview import: %w", err)
+	}
+	if idx >= 0 {
+		return fn(cur)
+	}
+	return nil
+}
+
 // Rollback abandons the import: nothing of it is kept. It does nothing
 // after Commit.
 func (s *StagedImport) Rollback() error {

@@ -54,6 +54,7 @@ type Report struct {
 	Source     string         `json:"source"`
 	Duplicate  bool           `json:"duplicate_import"` // the same content was imported before
 	Entries    int            `json:"entries"`
+	Mapped     int            `json:"mapped"` // entries that went into pay parts (or would, in a preview)
 	Duplicates int            `json:"duplicate_entries"`
 	Skipped    map[string]int `json:"skipped"`
 	Problems   []error        `json:"-"`
@@ -114,21 +115,52 @@ func (im *Importer) ImportFrom(ctx context.Context, kind, name string, r io.Read
 // import it; otherwise the hash is checked at the end. An error reading r
 // commits nothing (InputError).
 func (im *Importer) PlanFrom(ctx context.Context, kind, name string, r io.Reader) (Report, error) {
-	if rs, ok := r.(io.ReadSeeker); ok {
-		if start, err := rs.Seek(0, io.SeekCurrent); err == nil { // not a pipe
-			h := sha256.New()
-			if _, err := io.Copy(h, rs); err != nil {
-				return Report{Source: name, Skipped: map[string]int{}}, &InputError{name, err}
-			}
-			if rep, dup, err := im.duplicate(ctx, name, hex.EncodeToString(h.Sum(nil))); dup || err != nil {
-				return rep, err
-			}
-			if _, err := rs.Seek(start, io.SeekStart); err != nil {
-				return Report{Source: name, Skipped: map[string]int{}}, &InputError{name, err}
-			}
-		}
+	if rep, done, err := im.seenBefore(ctx, name, r); done || err != nil {
+		return rep, err
 	}
-	return im.stream(ctx, kind, name, r)
+	return im.stream(ctx, kind, name, r, nil)
+}
+
+// seenBefore reads r once to hash it, when it can seek (a file), and
+// reports a source of the same content committed before; r is then back
+// where it was. done is true when there is nothing more to do: a
+// duplicate, or an error.
+func (im *Importer) seenBefore(ctx context.Context, name string, r io.Reader) (rep Report, done bool, err error) {
+	rs, ok := r.(io.ReadSeeker)
+	if !ok {
+		return Report{}, false, nil
+	}
+	start, err := rs.Seek(0, io.SeekCurrent)
+	if err != nil { // a pipe
+		return Report{}, false, nil
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, rs); err != nil {
+		return Report{Source: name, Skipped: map[string]int{}}, true, &InputError{name, err}
+	}
+	if rep, dup, err := im.duplicate(ctx, name, hex.EncodeToString(h.Sum(nil))); dup || err != nil {
+		return rep, true, err
+	}
+	if _, err := rs.Seek(start, io.SeekStart); err != nil {
+		return Report{Source: name, Skipped: map[string]int{}}, true, &InputError{name, err}
+	}
+	return Report{}, false, nil
+}
+
+// PreviewFrom runs an import of r exactly as PlanFrom would, against the
+// ledger as it is (a source imported before is reported as a duplicate,
+// entries already imported are counted as duplicates or refused, the same
+// problems are found), hands each pay part that would be created to fn,
+// and then abandons it: nothing is committed or sent. ImportID stays 0
+// unless the source is a duplicate. fn must not call the ledger.
+func (im *Importer) PreviewFrom(ctx context.Context, kind, name string, r io.Reader, fn func(paysync.PlannedPayPart) error) (Report, error) {
+	if fn == nil {
+		fn = func(paysync.PlannedPayPart) error { return nil }
+	}
+	if rep, done, err := im.seenBefore(ctx, name, r); done || err != nil {
+		return rep, err
+	}
+	return im.stream(ctx, kind, name, r, fn)
 }
 
 // duplicate reports the source committed before with this hash, if any.
@@ -157,7 +189,9 @@ func (e *InputError) Unwrap() error { return e.Err }
 const chunkEntries = 1000
 
 // stream reads, checks, maps and stages one source and commits it.
-func (im *Importer) stream(ctx context.Context, kind, name string, r io.Reader) (Report, error) {
+// stream imports r; with preview set, it hands the pay parts to preview
+// instead of committing them.
+func (im *Importer) stream(ctx context.Context, kind, name string, r io.Reader, preview func(paysync.PlannedPayPart) error) (Report, error) {
 	rep := Report{Source: name, Skipped: map[string]int{}}
 	st, err := im.L.BeginImport(ctx, ledger.StreamImport{Kind: kind, Name: name, BatchSize: im.BatchSize, Accumulate: im.Accumulate})
 	if err != nil {
@@ -195,6 +229,17 @@ func (im *Importer) stream(ctx context.Context, kind, name string, r io.Reader) 
 	// All or nothing: a source with a problem is recorded as rejected, with
 	// its rejects, and nothing else; ImportID stays 0.
 	rejected := im.AllOrNothing && s.probs.total > 0
+	if preview != nil {
+		// Input that cannot seek is recognised by its hash only now.
+		if dup, isDup, err := im.duplicate(ctx, name, st.Hash()); isDup || err != nil {
+			return dup, err
+		}
+		if rejected {
+			rep.PayParts = 0
+			return rep, nil
+		}
+		return rep, st.PayParts(preview)
+	}
 	c, err := st.Commit(string(format), rep.Duplicates, rejected)
 	if errors.Is(err, ledger.ErrDuplicateSource) {
 		// Committed meanwhile (or, for input that cannot seek, before).
@@ -321,6 +366,9 @@ func (s *importRun) entry(e paysync.Entry, known map[string]ledger.KnownEntry, s
 		ne.Status, ne.Note = ledger.EntrySkipped, lines[0].Skip
 		s.rep.Skipped[lines[0].Skip]++
 		lines = nil
+	}
+	if ne.Status == ledger.EntryMapped {
+		s.rep.Mapped++
 	}
 	var seq int64
 	if s.keep() {

@@ -7,13 +7,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/paysync/paysync"
+	"github.com/paysync/paysync/ledger"
 	"github.com/paysync/paysync/mapping"
-	"github.com/paysync/paysync/payroll"
+	"github.com/paysync/paysync/worker"
 )
 
 // importFlags are the flags of `paysync import`.
@@ -68,9 +70,16 @@ func (f *importFlags) readOptions() (mapping.ReadOptions, error) {
 
 // importReport is the outcome of mapping a set of files.
 type importReport struct {
-	PayParts []paysync.PlannedPayPart `json:"pay_parts"`
-	Problems []problemJSON            `json:"problems"`
-	Summary  importSummary            `json:"summary"`
+	PayParts       []paysync.PlannedPayPart `json:"pay_parts"`
+	Problems       []problemJSON            `json:"problems"`
+	ImportedBefore []importedBefore         `json:"imported_before,omitempty"` // files of the same content imported before: nothing of them again
+	Summary        importSummary            `json:"summary"`
+}
+
+type importedBefore struct {
+	Source   string `json:"source"`
+	ImportID int64  `json:"import_id"`
+	At       string `json:"imported_at,omitempty"`
 }
 
 type problemJSON struct {
@@ -91,6 +100,12 @@ type importSummary struct {
 	Skipped  map[string]int `json:"skipped"`
 	Problems int            `json:"problems"`
 	PayParts int            `json:"pay_parts"`
+	// AlreadyImported counts entries the ledger holds with the same
+	// content: skipped, as the import would.
+	AlreadyImported int `json:"already_imported,omitempty"`
+	// ProblemsOmitted counts problems beyond the first 1,000 of a file,
+	// not listed (Problems counts them).
+	ProblemsOmitted int `json:"problems_omitted,omitempty"`
 }
 
 func runImport(ctx context.Context, args []string, io stdio, env lookupEnv) error {
@@ -134,7 +149,15 @@ func runImport(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	if !f.dryRun {
 		return sendImport(ctx, s, rules, files, opts, f.asJSON, io)
 	}
-	rep, err := planImport(ctx, s.cl, rules, cfg.CompanyID, files, opts, io.in)
+	if s.led == nil {
+		led, done, err := cfg.previewLedger(ctx)
+		if err != nil {
+			return err
+		}
+		defer done()
+		s.led = led
+	}
+	rep, err := planImport(ctx, s, rules, cfg.CompanyID, files, opts, io.in)
 	if err != nil {
 		return err
 	}
@@ -151,38 +174,68 @@ func runImport(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	return nil
 }
 
-// planImport reads, maps and validates files into a report. Meta and
-// employees are fetched once for the whole run.
-func planImport(ctx context.Context, cl *payroll.Client, rules *mapping.Rules, company string, files []string, opts mapping.ReadOptions, stdin io.Reader) (importReport, error) {
-	schema, err := cl.Schema(ctx)
+// planImport runs each file through the import exactly as `paysync
+// import` would (worker.Importer.PreviewFrom): against the ledger as it
+// is, each file its own import, staged in the ledger's TEMP tables and
+// then dropped. Nothing is committed or sent. What stays in memory is the
+// report: the pay parts with their entry references. Meta and employees
+// are fetched once for the run.
+func planImport(ctx context.Context, s *session, rules *mapping.Rules, company string, files []string, opts mapping.ReadOptions, stdin io.Reader) (importReport, error) {
+	schema, err := s.cl.Schema(ctx)
 	if err != nil {
 		return importReport{}, err
 	}
-	if company, err = defaultCompany(ctx, cl, rules, company); err != nil {
+	if company, err = defaultCompany(ctx, s.cl, rules, company); err != nil {
 		return importReport{}, err
 	}
-	cache := mapping.NewCache(cl)
+	cache := mapping.NewCache(s.cl)
 	if _, err := cache.Meta(ctx); err != nil {
 		return importReport{}, err
 	}
-	m := mapping.NewMapper(rules, cache, schema, company)
-	p := mapping.NewPlanner(rules, schema)
+	im := &worker.Importer{L: s.led, Mapper: mapping.NewMapper(rules, cache, schema, company), Rules: rules, Wire: schema,
+		Read: opts, BatchSize: s.cfg.BatchSize}
 	rep := importReport{Summary: importSummary{Skipped: map[string]int{}}}
-	var probs []error
+	add := func(pp paysync.PlannedPayPart) error {
+		rep.PayParts = append(rep.PayParts, pp)
+		return nil
+	}
+	preview := func(ctx context.Context, kind, name string, r io.Reader) (worker.Report, error) {
+		return im.PreviewFrom(ctx, kind, name, r, add)
+	}
+	omitted := 0
 	for _, name := range files {
 		rep.Summary.Files++
-		if err := mapFile(ctx, name, stdin, opts, m, p, &rep.Summary, &probs); err != nil {
+		r, unreadable, err := importInput(ctx, preview, name, stdin)
+		if unreadable != "" {
+			rep.Problems = append(rep.Problems, toProblemJSON(&mapping.Problem{Source: name, Msg: unreadable, Hint: "check the path"})...)
+			continue
+		}
+		if err != nil {
 			return importReport{}, err
 		}
+		if r.Duplicate {
+			rep.ImportedBefore = append(rep.ImportedBefore, importedBefore{Source: r.Source, ImportID: r.ImportID, At: r.ImportedAt})
+			continue
+		}
+		rep.Summary.Entries += r.Entries
+		rep.Summary.Mapped += r.Mapped
+		rep.Summary.AlreadyImported += r.Duplicates
+		for k, v := range r.Skipped {
+			rep.Summary.Skipped[k] += v
+		}
+		// The import lists problems by phase (reading, entries, pay parts);
+		// here they are in the file's line order.
+		var probs []problemJSON
+		for _, p := range r.ProblemList() {
+			probs = append(probs, toProblemJSON(p)...)
+		}
+		sort.SliceStable(probs, func(i, j int) bool { return probs[i].Line < probs[j].Line })
+		rep.Problems = append(rep.Problems, probs...)
+		omitted += r.ProblemsOmitted
 	}
-	pps, more := p.PayParts()
-	probs = append(probs, more...)
-	rep.PayParts = pps
-	rep.Summary.PayParts = len(pps)
-	for _, e := range probs {
-		rep.Problems = append(rep.Problems, toProblemJSON(e)...)
-	}
-	rep.Summary.Problems = len(rep.Problems)
+	rep.Summary.PayParts = len(rep.PayParts)
+	rep.Summary.Problems = len(rep.Problems) + omitted
+	rep.Summary.ProblemsOmitted = omitted
 	if rep.PayParts == nil {
 		rep.PayParts = []paysync.PlannedPayPart{}
 	}
@@ -192,68 +245,28 @@ func planImport(ctx context.Context, cl *payroll.Client, rules *mapping.Rules, c
 	return rep, nil
 }
 
-// mapFile streams one file through the mapper into the planner. Problems
-// are collected; an error is returned only for failures of the payroll
-// API or the context, which end the run.
-func mapFile(ctx context.Context, name string, stdin io.Reader, opts mapping.ReadOptions, m *mapping.Mapper, p *mapping.Planner, sum *importSummary, probs *[]error) error {
-	var r io.Reader
-	source := name
-	if name == "-" {
-		r, source = stdin, "stdin"
-	} else {
-		fh, err := os.Open(name)
+// previewLedger is the ledger a dry run plans against when the session has
+// none open: the configured one if it exists, else an empty one in a
+// private temporary directory (removed by the returned func), so that a
+// dry run never creates a ledger.
+func (c *config) previewLedger(ctx context.Context) (*ledger.Ledger, func(), error) {
+	if _, err := os.Stat(c.ledgerPath()); err == nil {
+		l, err := ledger.Open(ctx, c.ledgerPath(), ledger.Options{})
 		if err != nil {
-			*probs = append(*probs, &mapping.Problem{Source: name, Msg: fmt.Sprintf("cannot open: %v", unwrapPath(err)), Hint: "check the path"})
-			return nil
+			return nil, nil, err
 		}
-		defer fh.Close()
-		r = fh
+		return l, func() { l.Close() }, nil
 	}
-	rd, _, err := mapping.NewReader(source, r, opts)
+	dir, err := os.MkdirTemp("", "paysync-dry-run-") // 0700
 	if err != nil {
-		*probs = append(*probs, asProblem(source, err))
-		return nil
+		return nil, nil, err
 	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		e, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		var pr *mapping.Problem
-		if errors.As(err, &pr) {
-			sum.Entries++
-			*probs = append(*probs, err)
-			continue
-		}
-		if err != nil {
-			*probs = append(*probs, asProblem(source, err))
-			return nil
-		}
-		sum.Entries++
-		lines, err := m.Map(ctx, e)
-		if err != nil {
-			if !mapping.OnlyProblems(err) {
-				return err
-			}
-			*probs = append(*probs, err)
-			continue
-		}
-		for _, l := range lines {
-			if l.Skip != "" {
-				sum.Skipped[l.Skip]++
-				continue
-			}
-			if err := p.Add(l); err != nil {
-				*probs = append(*probs, err)
-			}
-		}
-		if len(lines) > 0 && lines[0].Skip == "" {
-			sum.Mapped++
-		}
+	l, err := ledger.Open(ctx, filepath.Join(dir, "ledger.db"), ledger.Options{})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
 	}
+	return l, func() { l.Close(); os.RemoveAll(dir) }, nil
 }
 
 func unwrapPath(err error) error {
@@ -262,14 +275,6 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
-}
-
-func asProblem(source string, err error) error {
-	var p *mapping.Problem
-	if errors.As(err, &p) {
-		return p
-	}
-	return &mapping.Problem{Source: source, Msg: err.Error(), Hint: "check the file and its --format"}
 }
 
 func toProblemJSON(err error) []problemJSON {
@@ -319,10 +324,23 @@ func writeImportReport(w io.Writer, rep importReport) error {
 		fmt.Fprintf(w, "\n%d entries in %d file(s): %d mapped, %d skipped%s, %d with problems; %d pay parts\n",
 			s.Entries, s.Files, s.Mapped, nSkipped, skipped, s.Problems, s.PayParts)
 	}
+	if s.AlreadyImported > 0 {
+		fmt.Fprintf(w, "%d entries are in the ledger already with the same content: skipped, as the import would\n", s.AlreadyImported)
+	}
+	for _, d := range rep.ImportedBefore {
+		when := ""
+		if d.At != "" {
+			when = " on " + d.At
+		}
+		fmt.Fprintf(w, "%s: the same content was imported before%s (import %d): nothing of it would be imported again\n", d.Source, when, d.ImportID)
+	}
 	if len(rep.Problems) > 0 {
-		fmt.Fprintf(w, "\nproblems (%d):\n", len(rep.Problems))
+		fmt.Fprintf(w, "\nproblems (%d):\n", len(rep.Problems)+s.ProblemsOmitted)
 		for _, p := range rep.Problems {
 			fmt.Fprintf(w, "  %s\n", p.Text)
+		}
+		if s.ProblemsOmitted > 0 {
+			fmt.Fprintf(w, "  … and %d more, not listed here\n", s.ProblemsOmitted)
 		}
 	}
 	return nil

@@ -122,7 +122,7 @@ func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []s
 	var sum sendSummary
 	var runErr error
 	for _, name := range files {
-		rep, unreadable, err := importInput(ctx, im, name, io.in)
+		rep, unreadable, err := importInput(ctx, im.PlanFrom, name, io.in)
 		if unreadable != "" {
 			sum.Problems = append(sum.Problems, toProblemJSON(&mapping.Problem{Source: name, Msg: unreadable, Hint: "check the path"})...)
 			continue
@@ -199,16 +199,19 @@ func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []s
 // importInput plans one file (or standard input, "-") as it is read. An
 // input that cannot be read (nothing of it committed) is a problem: what
 // is wrong.
-func importInput(ctx context.Context, im *worker.Importer, name string, stdin io.Reader) (rep worker.Report, unreadable string, err error) {
+// plan is Importer.PlanFrom, or PreviewFrom for a dry run.
+type planFunc func(ctx context.Context, kind, name string, r io.Reader) (worker.Report, error)
+
+func importInput(ctx context.Context, plan planFunc, name string, stdin io.Reader) (rep worker.Report, unreadable string, err error) {
 	if name == "-" {
-		rep, err = im.PlanFrom(ctx, "stdin", "stdin", &cappedReader{r: stdin, n: maxStdinBytes})
+		rep, err = plan(ctx, "stdin", "stdin", &cappedReader{r: stdin, n: maxStdinBytes})
 	} else {
 		f, oerr := os.Open(name)
 		if oerr != nil {
 			return rep, fmt.Sprintf("cannot open: %v", unwrapPath(oerr)), nil
 		}
 		defer f.Close()
-		rep, err = im.PlanFrom(ctx, "file", name, f)
+		rep, err = plan(ctx, "file", name, f)
 	}
 	var ie *worker.InputError
 	switch {

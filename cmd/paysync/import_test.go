@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
@@ -131,6 +132,80 @@ func TestImport_Stdin(t *testing.T) {
 	if code != 0 || !strings.Contains(out.String(), `"units": "7.5"`) || !strings.Contains(out.String(), `"source": "stdin"`) {
 		t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
 	}
+}
+
+// A dry run plans against the ledger as the real import would: a file
+// imported before is named as such with nothing to create, entries already
+// imported are skipped (or refused when changed), only new entries make
+// pay parts; and a dry run never creates a ledger or sends anything.
+func TestImport_DryRunAgainstTheLedger(t *testing.T) {
+	s := startSandbox(t, sandbox.Options{})
+	ledgerPath := filepath.Join(t.TempDir(), "ledger.db")
+	env := with(s.env, "PAYSYNC_LEDGER", ledgerPath)
+	step := func(wantCode int, args ...string) result {
+		t.Helper()
+		r := runInProcess(t, env, args...)
+		if r.code != wantCode {
+			t.Fatalf("%v: exit %d, want %d\n%s%s", args, r.code, wantCode, r.stdout, r.stderr)
+		}
+		return r
+	}
+	const sample = "../../deploy/examples/entries.ndjson"
+	r := step(0, "import", "--dry-run", sample)
+	if !strings.Contains(r.stdout, "; 5 pay parts") {
+		t.Fatalf("dry run before any import: %s", r.stdout)
+	}
+	if _, err := os.Stat(ledgerPath); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a dry run created the ledger (%v)", err)
+	}
+	step(0, "import", sample)
+	created := s.sb.State().Counters.Requests["create_pay_parts"]
+
+	r = step(0, "import", "--dry-run", sample)
+	if !strings.Contains(r.stdout, "no pay parts would be created") ||
+		!regexp.MustCompile(`entries.ndjson: the same content was imported before on \S+ \S+ \(import 1\): nothing of it would be imported again`).MatchString(r.stdout) {
+		t.Errorf("dry run of the imported file:\n%s", r.stdout)
+	}
+	r = step(0, "import", "--dry-run", "--json", sample)
+	var rep struct {
+		PayParts       []json.RawMessage `json:"pay_parts"`
+		ImportedBefore []struct {
+			ImportID int64 `json:"import_id"`
+		} `json:"imported_before"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || len(rep.PayParts) != 0 || len(rep.ImportedBefore) != 1 || rep.ImportedBefore[0].ImportID != 1 {
+		t.Errorf("--json of the imported file (%v):\n%s", err, r.stdout)
+	}
+
+	// One entry as imported, one changed since, one new.
+	mixed := filepath.Join(t.TempDir(), "mixed.ndjson")
+	lines := strings.SplitAfter(string(must(os.ReadFile(sample))), "\n")
+	changed := strings.Replace(lines[1], `"4:20"`, `"5:00"`, 1)
+	fresh := `{"id":"tt-2001","company_id":"MV8y","employee_id":"MV8yXzE=","date":"2026-11-05","hours":"3","code":"T1","rate":"215.75"}` + "\n"
+	if err := os.WriteFile(mixed, []byte(lines[0]+changed+fresh), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = step(1, "import", "--dry-run", mixed)
+	for _, want := range []string{
+		"3 entries in 1 file(s): 1 mapped, 0 skipped, 1 with problems; 1 pay parts",
+		"1 entries are in the ledger already with the same content",
+		"entry tt-1002: id: was imported on",
+		"MV8y     Jonas Larsen",
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("dry run of a changed file lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if n := s.sb.State().Counters.Requests["create_pay_parts"]; n != created {
+		t.Fatalf("dry runs sent %d create_pay_parts", n-created)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // TestCLI_ImportBatchesRevertReplay walks the operator's commands over one

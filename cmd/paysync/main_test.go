@@ -26,6 +26,9 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "paysync")
+	// In-process runs must not find the developer's default ledger or
+	// token (a dry run reads the default ledger when it exists).
+	os.Setenv("XDG_STATE_HOME", filepath.Join(dir, "state"))
 	out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "build paysync: %v\n%s", err, out)
