@@ -188,9 +188,8 @@ func (e *InputError) Unwrap() error { return e.Err }
 // chunkEntries is how many entries are read, looked up and stored at a time.
 const chunkEntries = 1000
 
-// stream reads, checks, maps and stages one source and commits it.
-// stream imports r; with preview set, it hands the pay parts to preview
-// instead of committing them.
+// stream reads, checks, maps and stages one source and commits it; with
+// preview set, it hands the pay parts to preview instead (PreviewFrom).
 func (im *Importer) stream(ctx context.Context, kind, name string, r io.Reader, preview func(paysync.PlannedPayPart) error) (Report, error) {
 	rep := Report{Source: name, Skipped: map[string]int{}}
 	st, err := im.L.BeginImport(ctx, ledger.StreamImport{Kind: kind, Name: name, BatchSize: im.BatchSize, Accumulate: im.Accumulate})
@@ -230,7 +229,8 @@ func (im *Importer) stream(ctx context.Context, kind, name string, r io.Reader, 
 	// its rejects, and nothing else; ImportID stays 0.
 	rejected := im.AllOrNothing && s.probs.total > 0
 	if preview != nil {
-		// Input that cannot seek is recognised by its hash only now.
+		// Input that cannot seek is recognised by its hash only now (for a
+		// file this repeats seenBefore's one indexed lookup).
 		if dup, isDup, err := im.duplicate(ctx, name, st.Hash()); isDup || err != nil {
 			return dup, err
 		}
