@@ -2,6 +2,7 @@ package mapping
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -81,19 +82,26 @@ func (c *Cache) Codes() []string {
 	return append([]string(nil), c.order...)
 }
 
-// company returns a company's employees, fetched on first use. A failure
-// is cached too: one unknown company gives one fetch, not one per entry.
+// company returns a company's employees, fetched on first use. Only a
+// company payroll does not know (paysync.ErrCompanyNotFound) is kept as an
+// answer, until refreshAfter, so that one unknown company costs one fetch,
+// not one per entry. Any other failure (an outage, a revoked connection)
+// is not the entry's fault and is never cached: the next lookup fetches
+// again.
 func (c *Cache) company(ctx context.Context, companyID string) (*companyEmployees, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ce, ok := c.emps[companyID]; ok {
-		return ce, ce.err
+		if ce.err == nil || time.Since(ce.fetched) < refreshAfter {
+			return ce, ce.err
+		}
+		delete(c.emps, companyID)
 	}
 	ce := &companyEmployees{byID: map[string]paysync.Employee{}, byName: map[string][]paysync.Employee{}, fetched: time.Now()}
 	emps, err := c.dir.Employees(ctx, companyID, nil)
 	if err != nil {
-		ce.err = err
-		if ctx.Err() == nil {
+		if errors.Is(err, paysync.ErrCompanyNotFound) {
+			ce.err = err
 			c.emps[companyID] = ce
 		}
 		return ce, err

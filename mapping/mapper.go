@@ -353,8 +353,12 @@ func (m *Mapper) employee(ctx context.Context, e paysync.Entry, l *Line, prob fu
 
 func (m *Mapper) resolve(ctx context.Context, e paysync.Entry, l *Line, prob func(string, string, string) *Problem) error {
 	ce, err := m.cache.company(ctx, l.CompanyID)
-	if err != nil {
+	switch {
+	case errors.Is(err, paysync.ErrCompanyNotFound):
 		return prob("company_id", fmt.Sprintf("company %s: %v", l.CompanyID, err), "check the company id (paysync companies lists them)")
+	case err != nil:
+		// Payroll could not say: not the entry's fault, so not a Problem.
+		return fmt.Errorf("read employees of company %s: %w", l.CompanyID, err)
 	}
 	er := m.rules.Employees
 	id, field, via := "", "", ""

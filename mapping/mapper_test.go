@@ -288,3 +288,70 @@ func TestPlanner_RoundingAndNoAggregation(t *testing.T) {
 		})
 	}
 }
+
+// TestMapper_DirectoryOutage: a payroll failure while reading a company's
+// employees is not a fault of the entry. It comes back as a plain error
+// (the caller retries later), never as a Problem, and is not cached: once
+// payroll answers again the same entry maps. A company payroll does not
+// know is a fault of the entry.
+func TestMapper_DirectoryOutage(t *testing.T) {
+	sb := sandbox.New(sandbox.Options{Allowed: sandbox.AllowedEnum, Numbers: sandbox.NumbersInt})
+	srv := httptest.NewServer(sb.Handler())
+	t.Cleanup(srv.Close)
+	o := sb.Options()
+	cl, err := payroll.New(payroll.Config{URL: srv.URL, Realm: o.Realm, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
+		RefreshToken: sb.IssueRefreshToken(), Store: &payroll.FileStore{Path: filepath.Join(t.TempDir(), "t.json")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	schema, err := cl.Schema(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mapping.NewMapper(rules(t, testRules), mapping.NewCache(cl), schema, "")
+
+	transient := func(t *testing.T, e paysync.Entry, what string) {
+		t.Helper()
+		_, err := m.Map(ctx, e)
+		if err == nil {
+			t.Fatalf("%s: mapped; want an error", what)
+		}
+		if mapping.OnlyProblems(err) {
+			t.Fatalf("%s: %v is an input problem; want a transient error", what, err)
+		}
+	}
+	maps := func(t *testing.T, e paysync.Entry, what string) {
+		t.Helper()
+		lines, err := m.Map(ctx, e)
+		if err != nil || len(lines) != 1 || lines[0].Code != "T1" {
+			t.Fatalf("%s: lines %+v, err %v; want one T1 line", what, lines, err)
+		}
+	}
+
+	sb.SetFaults(sandbox.Fault{Kind: sandbox.FaultErrorBefore, Op: "companies", Status: 500})
+	transient(t, entry("out-1"), "during a 500 outage")
+	transient(t, entry("out-2"), "the next entry of the same company")
+	sb.SetFaults()
+	maps(t, entry("out-1"), "after the outage")
+
+	// A company payroll does not know is the entry's fault.
+	_, err = m.Map(ctx, entry("other-1", func(e *paysync.Entry) { e.CompanyID = sandbox.CompanyHavblik }))
+	var p *mapping.Problem
+	if !errors.As(err, &p) || p.Field != "company_id" {
+		t.Fatalf("unknown company: got %v; want a company_id problem", err)
+	}
+
+	// A revoked connection is transient too: the operator re-connects.
+	revoked, err := payroll.New(payroll.Config{URL: srv.URL, Realm: o.Realm, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
+		RefreshToken: sb.IssueRefreshToken(), Store: &payroll.FileStore{Path: filepath.Join(t.TempDir(), "r.json")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb.RevokeAll()
+	m2 := mapping.NewMapper(rules(t, testRules), mapping.NewCache(revoked), schema, "")
+	_, err = m2.Map(ctx, entry("rev-1"))
+	if err == nil || mapping.OnlyProblems(err) {
+		t.Fatalf("revoked: got %v; want a transient error", err)
+	}
+}

@@ -10,8 +10,10 @@ import (
 	"github.com/paysync/paysync"
 )
 
-// ErrCompanyNotFound is wrapped by errors for a company the account cannot see.
-var ErrCompanyNotFound = errors.New("company not found")
+// ErrCompanyNotFound is wrapped by errors for a company the account cannot
+// see (the shared paysync.ErrCompanyNotFound, so that mapping can tell it
+// from a transient failure without importing payroll).
+var ErrCompanyNotFound = paysync.ErrCompanyNotFound
 
 type wireEmployeeRef struct {
 	ID   string  `json:"id"`

@@ -38,7 +38,12 @@ type MessageImporter struct {
 // Message is one streaming input.
 type Message struct {
 	Kind, Name string // e.g. "nats" and the subject
-	Payload    []byte
+	// Company is the company the message was addressed to (NATS: the
+	// subject's company token), "" when it names none. It is the company
+	// of every entry in the message: an entry without company_id takes it,
+	// and one that names another company is a problem.
+	Company string
+	Payload []byte
 	// Received is when the message entered the system (NATS: when the
 	// stream stored it); a batch's linger counts from its first entry's.
 	Received time.Time
@@ -101,7 +106,10 @@ func (mi *MessageImporter) Plan(ctx context.Context, msgs []Message) (reps []Rep
 			continue
 		}
 		if err := mi.plan(ctx, m, p, &reps[i], seen); err != nil {
-			return nil, nil, err
+			// Not the message's fault (payroll could not be read): it
+			// is retried later, and the rest of the group goes on.
+			errs[i] = err
+			continue
 		}
 		intents = append(intents, p.intent)
 		which = append(which, i)
@@ -167,6 +175,16 @@ func (mi *MessageImporter) plan(ctx context.Context, m Message, p *msgPlan, rep 
 	}
 	mine := map[string]string{} // entry id → hash, within this message
 	for _, e := range p.entries {
+		if m.Company != "" {
+			if e.CompanyID != "" && e.CompanyID != m.Company {
+				rep.Problems = append(rep.Problems, &mapping.Problem{Source: e.Source, Line: e.Line, EntryID: e.ID, Field: "company_id",
+					Msg:  fmt.Sprintf("is %s, but the message was published for company %s (%s)", e.CompanyID, m.Company, m.Name),
+					Hint: "publish the entry on its company's subject, or fix company_id"})
+				continue
+			}
+			// Stored with the entry, so a replay maps it to the same company.
+			e.CompanyID = m.Company
+		}
 		h, data, err := ledger.EntryHash(e)
 		if err != nil {
 			return err

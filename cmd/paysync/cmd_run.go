@@ -70,7 +70,7 @@ func (s natsSink) Commit(ctx context.Context, m stream.Message) (stream.Outcome,
 func (s natsSink) CommitBatch(ctx context.Context, ms []stream.Message) []stream.Result {
 	in := make([]worker.Message, len(ms))
 	for i, m := range ms {
-		in[i] = worker.Message{Kind: "nats", Name: m.Subject, Payload: m.Data, Received: m.Stored}
+		in[i] = worker.Message{Kind: "nats", Name: m.Subject, Company: stream.CompanyOf(m.Subject), Payload: m.Data, Received: m.Stored}
 	}
 	out := make([]stream.Result, len(ms))
 	reps, errs, err := s.mi.Plan(ctx, in)

@@ -32,6 +32,21 @@ func Subject(prefix, companyID, source string) string {
 	return strings.Join(tokens, ".")
 }
 
+// CompanyOf returns the company of an entry subject built by Subject: the
+// token before the last ("timesheets.MV8x.toggl" → "MV8x"). It returns ""
+// for a subject with fewer than three tokens or the company "default"
+// (Subject's stand-in for none): the entry then names its company itself.
+func CompanyOf(subject string) string {
+	tokens := strings.Split(subject, ".")
+	if len(tokens) < 3 {
+		return ""
+	}
+	if c := tokens[len(tokens)-2]; c != "default" {
+		return c
+	}
+	return ""
+}
+
 func sanitizeToken(s string) string {
 	s = strings.TrimSpace(s)
 	return strings.Map(func(r rune) rune {

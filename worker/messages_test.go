@@ -1,0 +1,136 @@
+package worker_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paysync/paysync/mapping"
+	"github.com/paysync/paysync/payroll/sandbox"
+	"github.com/paysync/paysync/worker"
+	"github.com/paysync/paysync/worker/stream"
+)
+
+func (e *env) messageImporter(t *testing.T) *worker.MessageImporter {
+	t.Helper()
+	rules := mapping.DefaultRules()
+	m := mapping.NewMapper(rules, mapping.NewCache(e.cl), e.schema, sandbox.CompanyNordlys)
+	return &worker.MessageImporter{L: e.led, Mapper: m, Rules: rules, Wire: e.schema, BatchSize: 100}
+}
+
+func msg(subject, body string) worker.Message {
+	return worker.Message{Kind: "nats", Name: subject, Company: stream.CompanyOf(subject), Payload: []byte(body)}
+}
+
+// TestMessageImporter_SubjectCompany: the subject's company is the entry's
+// company. An entry without company_id goes there (not to the default
+// company); a body naming another company is an input problem.
+func TestMessageImporter_SubjectCompany(t *testing.T) {
+	e := setup(t, sandbox.Options{})
+	mi := e.messageImporter(t)
+	msgs := []worker.Message{
+		msg("timesheets.MV8y.toggl", `{"id":"s-1","employee_id":"`+sandbox.EmpJonasLarsen+`","date":"2026-11-02","hours":2,"code":"T1"}`),
+		msg("timesheets.MV8y.toggl", `{"id":"s-2","company_id":"MV8x","employee_id":"`+sandbox.EmpMetteHansen+`","date":"2026-11-02","hours":3,"code":"T1"}`),
+		msg("timesheets.MV8y.toggl", `{"id":"s-3","company_id":"MV8y","employee_id":"`+sandbox.EmpJonasLarsen+`","date":"2026-11-02","hours":4,"code":"T1"}`),
+	}
+	reps, errs, err := mi.Plan(ctx(t), msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range reps {
+		if errs[i] != nil {
+			t.Fatalf("message %d: %v", i, errs[i])
+		}
+		t.Logf("message %d: %d pay parts, problems %v", i, r.PayParts, r.ProblemList())
+	}
+	if reps[0].PayParts != 1 || len(reps[0].ProblemList()) != 0 {
+		t.Errorf("entry without company_id on MV8y's subject: %+v", reps[0])
+	}
+	probs := reps[1].ProblemList()
+	if len(probs) != 1 || !strings.Contains(probs[0].Error(), "company_id") || !strings.Contains(probs[0].Error(), "MV8y") {
+		t.Errorf("body company MV8x on MV8y's subject: problems %v; want one company_id problem naming the subject's company", probs)
+	}
+	if reps[2].PayParts != 1 {
+		t.Errorf("body and subject agree: %+v", reps[2])
+	}
+	open, err := e.led.OpenBatches(ctx(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range open {
+		if b.CompanyID != sandbox.CompanyFjordtech {
+			t.Errorf("batch %d is for %s; every pay part belongs to the subject's company MV8y", b.ID, b.CompanyID)
+		}
+	}
+}
+
+// TestMessageImporter_TransientMapping: a payroll outage while mapping one
+// message is that message's transient error (retry it later); it is not a
+// problem, nothing of it is committed or rejected, and the other messages of
+// the group commit. Once payroll answers, the same message commits.
+func TestMessageImporter_TransientMapping(t *testing.T) {
+	e := setup(t, sandbox.Options{})
+	mi := e.messageImporter(t)
+	// MV8x's employees are read (and cached) first; then MV8y's read fails.
+	warm := msg("timesheets.MV8x.toggl", `{"id":"w-1","employee_id":"`+sandbox.EmpMetteHansen+`","date":"2026-11-02","hours":1,"code":"T1"}`)
+	if _, _, err := mi.Plan(ctx(t), []worker.Message{warm}); err != nil {
+		t.Fatal(err)
+	}
+	e.sb.SetFaults(sandbox.Fault{Kind: sandbox.FaultErrorBefore, Op: "companies", Status: 500})
+	msgs := []worker.Message{
+		msg("timesheets.MV8x.toggl", `{"id":"t-1","employee_id":"`+sandbox.EmpMetteHansen+`","date":"2026-11-02","hours":2,"code":"T1"}`),
+		msg("timesheets.MV8y.toggl", `{"id":"t-2","company_id":"MV8y","employee_id":"`+sandbox.EmpJonasLarsen+`","date":"2026-11-02","hours":3,"code":"T1"}`),
+	}
+	reps, errs, err := mi.Plan(ctx(t), msgs)
+	if err != nil {
+		t.Fatalf("group failed as a whole: %v", err)
+	}
+	if errs[0] != nil || reps[0].PayParts != 1 {
+		t.Errorf("the message whose context was cached: rep %+v, err %v; want committed", reps[0], errs[0])
+	}
+	if errs[1] == nil || len(reps[1].ProblemList()) > 0 || reps[1].RejectedAs != 0 {
+		t.Fatalf("the message whose employees could not be read: rep %+v, err %v; want a transient error, no problem, no reject", reps[1], errs[1])
+	}
+	var ie *mapping.Problem
+	if errors.As(errs[1], &ie) {
+		t.Fatalf("transient error %v is a Problem", errs[1])
+	}
+	srcs, err := e.led.ListSources(ctx(t), time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range srcs {
+		if s.Status == "rejected" {
+			t.Errorf("source %d (%s) recorded as rejected during an outage", s.ID, s.Name)
+		}
+	}
+	e.sb.SetFaults()
+	reps, errs, err = mi.Plan(ctx(t), msgs[1:])
+	if err != nil || errs[0] != nil || reps[0].PayParts != 1 {
+		t.Fatalf("after the outage: rep %+v, err %v / %v; want committed", reps[0], errs[0], err)
+	}
+}
+
+// TestImporter_TransientMapping: a file whose company's employees cannot
+// be read is not refused: the import fails as a whole with a transient
+// error (the inbox keeps the file for its next poll), nothing is recorded
+// as rejected, and the same file imports once payroll answers.
+func TestImporter_TransientMapping(t *testing.T) {
+	e := setup(t, sandbox.Options{})
+	im := e.importer(t, nil, 100)
+	file := []byte(`{"id":"f-1","employee_id":"` + sandbox.EmpMetteHansen + `","date":"2026-11-02","hours":2,"code":"T1"}` + "\n")
+	e.sb.SetFaults(sandbox.Fault{Kind: sandbox.FaultErrorBefore, Op: "companies", Status: 500})
+	rep, err := im.Plan(ctx(t), "file", "hours.ndjson", file)
+	if err == nil || len(rep.ProblemList()) > 0 || rep.RejectedAs != 0 {
+		t.Fatalf("during an outage: rep %+v, err %v; want a transient error and no problem", rep, err)
+	}
+	if srcs, err := e.led.ListSources(ctx(t), time.Time{}); err != nil || len(srcs) != 0 {
+		t.Fatalf("sources recorded during an outage: %+v (%v)", srcs, err)
+	}
+	e.sb.SetFaults()
+	rep, err = im.Plan(ctx(t), "file", "hours.ndjson", file)
+	if err != nil || rep.PayParts != 1 {
+		t.Fatalf("after the outage: rep %+v, err %v; want one pay part", rep, err)
+	}
+}
