@@ -20,10 +20,11 @@ type Directory interface {
 type Cache struct {
 	dir Directory
 
-	mu    sync.Mutex
-	meta  map[string]paysync.PayPartMeta
-	order []string
-	emps  map[string]*companyEmployees
+	mu          sync.Mutex
+	meta        map[string]paysync.PayPartMeta
+	metaFetched time.Time
+	order       []string
+	emps        map[string]*companyEmployees
 }
 
 type companyEmployees struct {
@@ -67,12 +68,25 @@ func (c *Cache) Meta(ctx context.Context) (map[string]paysync.PayPartMeta, error
 	if err != nil {
 		return nil, err
 	}
-	c.meta = make(map[string]paysync.PayPartMeta, len(ms))
+	c.meta, c.order, c.metaFetched = make(map[string]paysync.PayPartMeta, len(ms)), nil, time.Now()
 	for _, m := range ms {
 		c.meta[m.Code] = m
 		c.order = append(c.order, m.Code)
 	}
 	return c.meta, nil
+}
+
+// refreshMeta drops the pay code table if it is older than refreshAfter,
+// so that the next Meta fetches it again (a code added in payroll while
+// the daemon runs). It reports whether it did.
+func (c *Cache) refreshMeta() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.meta == nil || time.Since(c.metaFetched) < refreshAfter {
+		return false
+	}
+	c.meta = nil
+	return true
 }
 
 // Codes lists the known codes in the server's order (after Meta).

@@ -176,6 +176,13 @@ func (m *Mapper) mapRule(ctx context.Context, e paysync.Entry, rule *Rule, prob 
 		return l, fmt.Errorf("fetch pay codes: %w", err)
 	}
 	md, ok := meta[l.Code]
+	if !ok && m.cache.refreshMeta() {
+		// A stale table is no verdict on the entry: read it again.
+		if meta, err = m.cache.Meta(ctx); err != nil {
+			return l, fmt.Errorf("fetch pay codes: %w", err)
+		}
+		md, ok = meta[l.Code]
+	}
 	if !ok {
 		hint := "fix the code in the entry"
 		if rule != &implicitRule {

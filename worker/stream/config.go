@@ -18,12 +18,15 @@ const (
 	DefaultDurable         = "paysync"
 	DefaultDeadLetter      = "paysync.deadletter"
 	DefaultAckWait         = 30 * time.Second
-	DefaultMaxDeliver      = 20
+	DefaultMaxDeliver      = -1 // unlimited: a transient failure is retried, never dead-lettered
 	DefaultMaxAckPending   = 1024
 	DefaultPullMaxMessages = 256
 	DefaultMaxBatch        = 64
 	DefaultNakDelay        = 2 * time.Second
 	DefaultName            = "paysync"
+	// DeadLetterStreamSuffix names the dead-letter stream Start creates:
+	// Stream + DeadLetterStreamSuffix ("TIMESHEETS_DEADLETTER").
+	DeadLetterStreamSuffix = "_DEADLETTER"
 
 	// maxNakDelay caps the doubling of NakDelay.
 	maxNakDelay = time.Minute
@@ -51,6 +54,11 @@ type Config struct {
 	// DeadLetter is the subject invalid messages are republished to. No
 	// pattern of Subjects may match it: dead letters would be consumed again.
 	DeadLetter string
+	// DeadLetterStream names the stream Start creates (file storage, limits
+	// retention: kept until re-driven or deleted) to capture DeadLetter when
+	// no stream does (default Stream + "_DEADLETTER"). An existing stream
+	// that captures DeadLetter is used as it is, whatever its name.
+	DeadLetterStream string
 	// Bind makes Start use an existing stream and consumer, and neither
 	// create nor update them (accounts without those permissions).
 	Bind bool
@@ -60,8 +68,12 @@ type Config struct {
 	// AckWait with BackOff[0], silently shortening the ack deadline of
 	// every first delivery. Retry delays come from NakDelay instead.
 	AckWait time.Duration
-	// MaxDeliver bounds deliveries of one message; at the last one a
-	// failure is dead-lettered rather than retried.
+	// MaxDeliver bounds deliveries of one message: -1 (the default) for
+	// unlimited, or at least 1. A transient failure is retried for as long
+	// as the server redelivers; with a finite MaxDeliver, one still failing
+	// at the last delivery is dead-lettered as transient (re-drivable with
+	// Redrive), since the server would not deliver it again. Keep it
+	// unlimited unless an operator watches the dead letters.
 	MaxDeliver int
 	// MaxAckPending bounds the consumer's unacknowledged messages.
 	MaxAckPending int
@@ -99,6 +111,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DeadLetter == "" {
 		c.DeadLetter = DefaultDeadLetter
+	}
+	if c.DeadLetterStream == "" {
+		c.DeadLetterStream = c.Stream + DeadLetterStreamSuffix
 	}
 	if c.AckWait == 0 {
 		c.AckWait = DefaultAckWait
@@ -139,6 +154,11 @@ func (c Config) validate() error {
 	if !validName(c.Stream) {
 		bad("Stream %q is not a valid stream name (no spaces, dots, '*' or '>')", c.Stream)
 	}
+	if !validName(c.DeadLetterStream) {
+		bad("DeadLetterStream %q is not a valid stream name (no spaces, dots, '*' or '>')", c.DeadLetterStream)
+	} else if c.DeadLetterStream == c.Stream {
+		bad("DeadLetterStream %q is the source stream itself", c.DeadLetterStream)
+	}
 	if !validName(c.Durable) {
 		bad("Durable %q is not a valid consumer name (no spaces, dots, '*' or '>')", c.Durable)
 	}
@@ -164,8 +184,8 @@ func (c Config) validate() error {
 	if c.AckWait < time.Second {
 		bad("AckWait %v is below 1s", c.AckWait)
 	}
-	if c.MaxDeliver < 1 {
-		bad("MaxDeliver %d must be at least 1", c.MaxDeliver)
+	if c.MaxDeliver < 1 && c.MaxDeliver != -1 {
+		bad("MaxDeliver %d must be -1 (unlimited) or at least 1", c.MaxDeliver)
 	}
 	if c.MaxAckPending < 1 {
 		bad("MaxAckPending %d must be at least 1", c.MaxAckPending)
@@ -223,6 +243,11 @@ func connect(cfg Config, extra ...nats.Option) (*nats.Conn, error) {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
 			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+		}),
+		// With RetryOnFailedConnect, a first connection made late calls
+		// this one, not the reconnect handler.
+		nats.ConnectHandler(func(nc *nats.Conn) {
+			log.Info("nats connected", "url", nc.ConnectedUrlRedacted())
 		}),
 		nats.ClosedHandler(func(*nats.Conn) { log.Info("nats connection closed") }),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
