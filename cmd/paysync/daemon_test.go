@@ -399,6 +399,20 @@ type daemonProc struct {
 // whatever an earlier run left in flight has been recovered).
 func (h *daemonHarness) start(t *testing.T) *daemonProc {
 	t.Helper()
+	p := h.launch(t)
+	waitFor(t, fmt.Sprintf("paysync run #%d ready", len(h.procs)), 20*time.Second, func() bool {
+		if p.exited() {
+			t.Fatalf("paysync run #%d ended before it was ready: %s\n%s", len(h.procs), p.exitDesc(), p.errb.String())
+		}
+		code, _ := httpGet("http://" + p.addr + "/readyz")
+		return code == 200
+	})
+	return p
+}
+
+// launch starts `paysync run` without waiting for it to be ready.
+func (h *daemonHarness) launch(t *testing.T) *daemonProc {
+	t.Helper()
 	p := &daemonProc{addr: freeAddr(t), done: make(chan struct{})}
 	p.cmd = exec.Command(binary, "run")
 	p.cmd.Env = []string{"HOME=" + h.home, "PATH=" + os.Getenv("PATH"), "PAYSYNC_HTTP_ADDR=" + p.addr}
@@ -418,13 +432,6 @@ func (h *daemonHarness) start(t *testing.T) *daemonProc {
 		}
 	})
 	h.procs = append(h.procs, p)
-	waitFor(t, fmt.Sprintf("paysync run #%d ready", len(h.procs)), 20*time.Second, func() bool {
-		if p.exited() {
-			t.Fatalf("paysync run #%d ended before it was ready: %s\n%s", len(h.procs), p.exitDesc(), p.errb.String())
-		}
-		code, _ := httpGet("http://" + p.addr + "/readyz")
-		return code == 200
-	})
 	return p
 }
 
