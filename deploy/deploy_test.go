@@ -1226,16 +1226,35 @@ func TestNATSFiles(t *testing.T) {
 		t.Errorf("nats/consumer.json: %+v: want pull durable %s on %s, explicit acks, AckWait %s, MaxDeliver %d, MaxAckPending %d, no BackOff",
 			cc, stream.DefaultDurable, stream.DefaultSubject, stream.DefaultAckWait, stream.DefaultMaxDeliver, stream.DefaultMaxAckPending)
 	}
+	if cc.MaxDeliver != -1 {
+		t.Errorf("nats/consumer.json: max_deliver %d: want -1 (a transient failure is retried, never dead-lettered)", cc.MaxDeliver)
+	}
+	var dc jetstream.StreamConfig
+	decodeStrict(t, "nats/deadletter.json", &dc)
+	if dc.Name != stream.DefaultStream+stream.DeadLetterStreamSuffix || !slices.Equal(dc.Subjects, []string{stream.DefaultDeadLetter}) ||
+		dc.Storage != jetstream.FileStorage || dc.Retention != jetstream.LimitsPolicy || dc.MaxAge != 0 || dc.MaxMsgs > 0 || dc.MaxBytes > 0 {
+		t.Errorf("nats/deadletter.json: %+v: want stream %s%s, subjects [%s], file storage, limits retention, no limits (dead letters are kept until re-driven)",
+			dc, stream.DefaultStream, stream.DeadLetterStreamSuffix, stream.DefaultDeadLetter)
+	}
+	for _, sub := range dc.Subjects {
+		if sub == stream.DefaultSubject || strings.HasPrefix(sub, strings.TrimSuffix(stream.DefaultSubject, ">")) {
+			t.Errorf("nats/deadletter.json captures %s, a subject of the source stream: dead letters would be consumed again", sub)
+		}
+	}
+	if configVar(t, "PAYSYNC_NATS_DEAD_LETTER").def != stream.DefaultDeadLetter {
+		t.Errorf("PAYSYNC_NATS_DEAD_LETTER default %s differs from stream.DefaultDeadLetter %s", configVar(t, "PAYSYNC_NATS_DEAD_LETTER").def, stream.DefaultDeadLetter)
+	}
 	if configVar(t, "PAYSYNC_NATS_ACK_WAIT").def != stream.DefaultAckWait.String() {
 		t.Errorf("PAYSYNC_NATS_ACK_WAIT default %s differs from stream.DefaultAckWait %s", configVar(t, "PAYSYNC_NATS_ACK_WAIT").def, stream.DefaultAckWait)
 	}
 }
 
-// TestNATSFilesOnServer creates the stream and the consumer from the JSON
-// files on an embedded nats-server, sending the files' bytes as they are
-// (what `nats stream add --config` and `nats consumer add --config` send),
-// and compares them with what paysync creates itself on another server.
-// Then paysync, bound to them (PAYSYNC_NATS_BIND=true), consumes a message.
+// TestNATSFilesOnServer creates the stream, the consumer and the
+// dead-letter stream from the JSON files on an embedded nats-server, sending
+// the files' bytes as they are (what `nats stream add --config` and `nats
+// consumer add --config` send), and compares them with what paysync creates
+// itself on another server. Then paysync, bound to them
+// (PAYSYNC_NATS_BIND=true), consumes a message.
 func TestNATSFilesOnServer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -1253,6 +1272,7 @@ func TestNATSFilesOnServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantS, wantC := infos(ctx, t, nsA)
+	wantD := streamConfig(ctx, t, nsA, stream.DefaultStream+stream.DeadLetterStreamSuffix)
 
 	// What the files create.
 	nsB := runNATS(t)
@@ -1264,7 +1284,11 @@ func TestNATSFilesOnServer(t *testing.T) {
 	apiCall(t, nc, "$JS.API.STREAM.CREATE."+stream.DefaultStream, read(t, "nats/stream.json"))
 	body := fmt.Sprintf(`{"stream_name":%q,"config":%s}`, stream.DefaultStream, read(t, "nats/consumer.json"))
 	apiCall(t, nc, "$JS.API.CONSUMER.CREATE."+stream.DefaultStream+"."+stream.DefaultDurable, []byte(body))
+	apiCall(t, nc, "$JS.API.STREAM.CREATE."+stream.DefaultStream+stream.DeadLetterStreamSuffix, read(t, "nats/deadletter.json"))
 	gotS, gotC := infos(ctx, t, nsB)
+	if gotD := streamConfig(ctx, t, nsB, stream.DefaultStream+stream.DeadLetterStreamSuffix); !reflect.DeepEqual(gotD, wantD) {
+		t.Errorf("nats/deadletter.json creates\n%+v\npaysync creates\n%+v", gotD, wantD)
+	}
 
 	if !reflect.DeepEqual(gotS, wantS) {
 		t.Errorf("nats/stream.json creates\n%+v\npaysync creates\n%+v", gotS, wantS)
@@ -1382,6 +1406,28 @@ func infos(ctx context.Context, t *testing.T, ns *server.Server) (jetstream.Stre
 	sc, cc := s.CachedInfo().Config, c.CachedInfo().Config
 	sc.Metadata, cc.Metadata = dropServerMeta(sc.Metadata), dropServerMeta(cc.Metadata)
 	return sc, cc
+}
+
+// streamConfig returns the server's configuration of a stream, without
+// the metadata the server adds.
+func streamConfig(ctx context.Context, t *testing.T, ns *server.Server, name string) jetstream.StreamConfig {
+	t.Helper()
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		t.Fatalf("stream %s: %v", name, err)
+	}
+	sc := s.CachedInfo().Config
+	sc.Metadata = dropServerMeta(sc.Metadata)
+	return sc
 }
 
 func dropServerMeta(m map[string]string) map[string]string {

@@ -23,13 +23,12 @@ const (
 	DefaultPullMaxMessages = 256
 	DefaultMaxBatch        = 64
 	DefaultNakDelay        = 2 * time.Second
+	DefaultMaxNakDelay     = time.Minute
 	DefaultName            = "paysync"
 	// DeadLetterStreamSuffix names the dead-letter stream Start creates:
 	// Stream + DeadLetterStreamSuffix ("TIMESHEETS_DEADLETTER").
 	DeadLetterStreamSuffix = "_DEADLETTER"
 
-	// maxNakDelay caps the doubling of NakDelay.
-	maxNakDelay = time.Minute
 	// duplicateWindow is the Nats-Msg-Id window of a stream Start creates.
 	duplicateWindow = 2 * time.Minute
 )
@@ -84,14 +83,22 @@ type Config struct {
 	// hold the ledger's single writer longer, delaying the sender.
 	MaxBatch int
 	// NakDelay is the first retry delay; it doubles per delivery, capped
-	// at one minute.
+	// at MaxNakDelay.
 	NakDelay time.Duration
+	// MaxNakDelay caps the retry delay (default one minute): during a long
+	// outage, each pending message is tried again this often.
+	MaxNakDelay time.Duration
 
 	Name   string // connection name, shown by the server's monitoring
 	Logger *slog.Logger
 
+	// reconnectWait overrides the connection's 2 s between attempts (tests).
+	reconnectWait time.Duration
+
 	// Observe, when set, is called with each message's outcome:
-	// "committed", "duplicate", "invalid" or "retry".
+	// "committed", "duplicate", "invalid" (dead-lettered as an input
+	// problem), "retry", or "dead-lettered" (a transient failure at the
+	// last delivery of a finite MaxDeliver).
 	Observe func(outcome string)
 }
 
@@ -132,6 +139,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.NakDelay == 0 {
 		c.NakDelay = DefaultNakDelay
+	}
+	if c.MaxNakDelay == 0 {
+		c.MaxNakDelay = DefaultMaxNakDelay
 	}
 	if c.Name == "" {
 		c.Name = DefaultName
@@ -198,6 +208,9 @@ func (c Config) validate() error {
 	if c.NakDelay < 0 {
 		bad("NakDelay %v is negative", c.NakDelay)
 	}
+	if c.MaxNakDelay < 0 {
+		bad("MaxNakDelay %v is negative", c.MaxNakDelay)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("stream: config: %w", err)
 	}
@@ -242,12 +255,12 @@ func connect(cfg Config, extra ...nats.Option) (*nats.Conn, error) {
 			log.Warn("nats disconnected", "err", err)
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+			log.Info("nats reconnected", "url", redactURLs(nc.ConnectedUrlRedacted()))
 		}),
 		// With RetryOnFailedConnect, a first connection made late calls
 		// this one, not the reconnect handler.
 		nats.ConnectHandler(func(nc *nats.Conn) {
-			log.Info("nats connected", "url", nc.ConnectedUrlRedacted())
+			log.Info("nats connected", "url", redactURLs(nc.ConnectedUrlRedacted()))
 		}),
 		nats.ClosedHandler(func(*nats.Conn) { log.Info("nats connection closed") }),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
@@ -273,6 +286,9 @@ func connect(cfg Config, extra ...nats.Option) (*nats.Conn, error) {
 	}
 	if cfg.CertFile != "" {
 		opts = append(opts, nats.ClientCert(cfg.CertFile, cfg.KeyFile))
+	}
+	if cfg.reconnectWait > 0 {
+		opts = append(opts, nats.ReconnectWait(cfg.reconnectWait))
 	}
 	opts = append(opts, extra...)
 	nc, err := nats.Connect(normalizeURLs(cfg.URL), opts...)

@@ -19,8 +19,8 @@ func TestNew_Defaults(t *testing.T) {
 	}
 	c := s.cfg
 	if c.Stream != "TIMESHEETS" || c.Durable != "paysync" || c.Filter != "timesheets.>" ||
-		c.DeadLetter != "paysync.deadletter" || c.AckWait != 30*time.Second || c.MaxDeliver != 20 ||
-		c.MaxAckPending != 1024 || c.PullMaxMessages != 256 || c.NakDelay != 2*time.Second || c.Name != "paysync" {
+		c.DeadLetter != "paysync.deadletter" || c.DeadLetterStream != "TIMESHEETS_DEADLETTER" || c.AckWait != 30*time.Second || c.MaxDeliver != -1 ||
+		c.MaxAckPending != 1024 || c.PullMaxMessages != 256 || c.NakDelay != 2*time.Second || c.MaxNakDelay != time.Minute || c.Name != "paysync" {
 		t.Errorf("defaults: %+v", c)
 	}
 }
@@ -46,7 +46,10 @@ func TestNew_Validate(t *testing.T) {
 		{"cert without key", func(c *Config) { c.CertFile = "cert.pem" }, "CertFile and KeyFile go together"},
 		{"prefetch above max ack pending", func(c *Config) { c.PullMaxMessages, c.MaxAckPending = 100, 10 }, "exceeds MaxAckPending"},
 		{"short ack wait", func(c *Config) { c.AckWait = time.Millisecond }, "AckWait"},
-		{"negative max deliver", func(c *Config) { c.MaxDeliver = -1 }, "MaxDeliver"},
+		{"max deliver below -1", func(c *Config) { c.MaxDeliver = -2 }, "MaxDeliver -2 must be -1 (unlimited) or at least 1"},
+		{"dead-letter stream is the stream", func(c *Config) { c.DeadLetterStream = "TIMESHEETS" }, "DeadLetterStream \"TIMESHEETS\" is the source stream itself"},
+		{"bad dead-letter stream", func(c *Config) { c.DeadLetterStream = "DEAD.LETTERS" }, "DeadLetterStream \"DEAD.LETTERS\" is not a valid stream name"},
+		{"negative max nak delay", func(c *Config) { c.MaxNakDelay = -time.Second }, "MaxNakDelay"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,6 +61,19 @@ func TestNew_Validate(t *testing.T) {
 			}
 		})
 	}
+	t.Run("max deliver unlimited or finite", func(t *testing.T) {
+		for _, n := range []int{-1, 0, 1, 20} {
+			c := base()
+			c.MaxDeliver = n
+			s, err := New(c, nopSink{})
+			if err != nil {
+				t.Fatalf("MaxDeliver %d: %v", n, err)
+			}
+			if n == 0 && s.cfg.MaxDeliver != -1 {
+				t.Errorf("MaxDeliver 0 became %d, want the default -1", s.cfg.MaxDeliver)
+			}
+		}
+	})
 	t.Run("filter within subjects", func(t *testing.T) {
 		c := base()
 		c.Filter = "timesheets.MV8x.>"
@@ -129,12 +145,19 @@ func TestRetryDelay(t *testing.T) {
 	want := map[uint64]time.Duration{0: 2 * time.Second, 1: 2 * time.Second, 2: 4 * time.Second, 3: 8 * time.Second,
 		6: time.Minute, 20: time.Minute, 1 << 40: time.Minute}
 	for delivered, w := range want {
-		if got := retryDelay(base, delivered); got != w {
-			t.Errorf("retryDelay(2s, %d) = %v, want %v", delivered, got, w)
+		if got := retryDelay(base, time.Minute, delivered); got != w {
+			t.Errorf("retryDelay(2s, 1m, %d) = %v, want %v", delivered, got, w)
 		}
 	}
-	if got := retryDelay(2*time.Minute, 5); got != 2*time.Minute {
+	if got := retryDelay(2*time.Minute, time.Minute, 5); got != 2*time.Minute {
 		t.Errorf("a base above the cap: got %v", got)
+	}
+	if got := retryDelay(10*time.Millisecond, 30*time.Millisecond, 10); got != 30*time.Millisecond {
+		t.Errorf("a smaller cap: got %v", got)
+	}
+	// 2+4+8+16+32 s, then a minute per delivery: about 20 min to delivery 20.
+	if got := retryBudget(base, time.Minute, 20); got != 62*time.Second+14*time.Minute {
+		t.Errorf("retryBudget(2s, 1m, 20) = %v", got)
 	}
 }
 

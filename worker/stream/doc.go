@@ -25,12 +25,31 @@
 // (file storage, work-queue retention: a message acknowledged is removed) and
 // never changes an existing one, whose limits belong to its operator. It
 // creates or updates the durable pull consumer with explicit acks, AckWait,
-// MaxDeliver and MaxAckPending from the Config, and no BackOff list (the
-// server would use BackOff[0] as the ack deadline instead of AckWait). Several
-// replicas share one durable, or split the companies with disjoint filters
-// (Config.Filter "timesheets.MV8x.>"). With Bind, the stream and the consumer
-// must exist already, as in accounts where paysync may not create them; their
-// AckWait and MaxDeliver are then read from the server.
+// MaxDeliver (unlimited by default) and MaxAckPending from the Config, and no
+// BackOff list (the server would use BackOff[0] as the ack deadline instead
+// of AckWait). It also makes sure a stream keeps dead letters: an existing
+// stream capturing Config.DeadLetter is used as it is, else it creates
+// Config.DeadLetterStream (default "<Stream>_DEADLETTER"; file storage,
+// limits retention, no limits: dead letters stay until re-driven or
+// deleted). Several replicas share one durable, or split the companies with
+// disjoint filters (Config.Filter "timesheets.MV8x.>"). With Bind, the
+// stream and the consumer must exist already, as in accounts where paysync
+// may not create them; their AckWait and MaxDeliver are then read from the
+// server, and Start warns when no stream captures the dead-letter subject
+// (dead letters would then be lost: deploy/nats/deadletter.json creates one)
+// or when the consumer's MaxDeliver is finite (see Delivery).
+//
+// # Connection
+//
+// Start returns promptly. While the server is unreachable or not ready, it
+// goes on connecting and setting up in the background, so that a daemon
+// stays up and delivers what its ledger holds meanwhile. The connection's
+// changes (not reachable, connected, disconnected, reconnected) are logged
+// once each, with the URL's credentials hidden, never once per attempt;
+// Status reports whether the source consumes and, if not, why (for
+// /readyz). Only a refusal met at Start (Bind without the stream or the
+// consumer, the dead-letter subject captured by the stream itself, no
+// JetStream) is Start's error.
 //
 // # Delivery
 //
@@ -43,22 +62,35 @@
 //     confirmation awaited (DoubleAck), trying again for up to 15 s when it
 //     goes unanswered (a server restarting). An ack that is still lost means
 //     a redelivery, which the ledger reports as a Duplicate;
-//   - *Invalid: the original data is published to the dead-letter subject
-//     (through JetStream when a stream captures that subject, else as a plain
-//     NATS message) with the headers Paysync-Reason, Paysync-Stream-Seq,
-//     Paysync-Original-Subject and Nats-Msg-Id, then the message is
-//     terminated and never redelivered. If the dead-letter publish fails, the
-//     message is retried later instead: nothing is dropped unrecorded.
-//     Without a stream on the dead-letter subject, only its subscribers at
-//     that moment (and the error log) see a dead letter: create one, e.g.
-//     `nats stream add DEADLETTER --subjects paysync.deadletter --defaults`, to keep them;
-//   - any other error: the message is redelivered after NakDelay, doubled
-//     per delivery and capped at one minute (never an immediate Nak, which
-//     would loop as fast as the server can redeliver). At the MaxDeliver-th
-//     delivery a failure is dead-lettered instead ("gave up after N
-//     deliveries"), so a poison message neither blocks the consumer forever
-//     nor disappears when the server stops delivering it. With the defaults
-//     (2 s, 20 deliveries) that is after about a quarter of an hour.
+//   - *Invalid — a fault of the input itself, and only that: the original
+//     data is published to the dead-letter subject (through JetStream when a
+//     stream captures that subject, else as a plain NATS message) with the
+//     headers Paysync-Reason, Paysync-Stream-Seq, Paysync-Original-Subject
+//     and Paysync-Original-Msg-Id, and a Nats-Msg-Id of its own
+//     ("<stream>:<seq>:<original id>"), then the message is terminated and
+//     never redelivered. If the dead-letter publish fails, the message is
+//     retried later instead: nothing is dropped unrecorded;
+//   - any other error is transient (payroll, ledger, network): the message
+//     is redelivered after NakDelay, doubled per delivery and capped at
+//     MaxNakDelay (one minute; never an immediate Nak, which would loop as
+//     fast as the server can redeliver), for as long as the outage lasts.
+//     It is never dead-lettered, with the default unlimited MaxDeliver. A
+//     finite MaxDeliver (a bound consumer's, or configured) makes the server
+//     stop delivering at the last delivery: there a message still failing is
+//     dead-lettered with a reason saying it was a transient failure to be
+//     re-driven, into a stream only (without one it stays in the source
+//     stream, unconsumed), and Start warns about it.
+//
+// # Dead letters
+//
+// Redrive lists the dead letters (filtered by original subject or by
+// sequence) and, once their cause is fixed, publishes each one's data again
+// to its original subject, then removes it from the dead-letter stream once
+// the source stream has acknowledged it: a crash between the two loses
+// nothing, and running it again is harmless (the re-drive's Nats-Msg-Id,
+// derived from the original id and the dead-letter sequence, is dropped
+// within the duplicate window, and the ledger recognises the entries after
+// it). `paysync deadletters` is its command line.
 //
 // Prefetch is bounded: at most PullMaxMessages messages wait in the client
 // and MaxAckPending unacknowledged ones in the consumer. A message that waits

@@ -160,6 +160,85 @@ func (w *testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// logCapture is a logger that logs through t.Log and keeps the lines, so
+// a test can count them.
+type logCapture struct {
+	testWriter
+	mu    sync.Mutex
+	lines []string
+}
+
+func captureLogger(t *testing.T) (*slog.Logger, *logCapture) {
+	c := &logCapture{testWriter: testWriter{t: t}}
+	t.Cleanup(func() { c.done.Store(true) })
+	return slog.New(slog.NewTextHandler(c, &slog.HandlerOptions{Level: slog.LevelDebug})), c
+}
+
+func (c *logCapture) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.lines = append(c.lines, strings.TrimSuffix(string(p), "\n"))
+	c.mu.Unlock()
+	return c.testWriter.Write(p)
+}
+
+// count returns how many lines contain every one of parts.
+func (c *logCapture) count(parts ...string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, l := range c.lines {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(l, p)
+		}
+		if all {
+			n++
+		}
+	}
+	return n
+}
+
+func (c *logCapture) all() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.Join(c.lines, "\n")
+}
+
+// freePort returns a loopback port nothing listens on (for a server that
+// is started later).
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// deadLetters returns the messages of the dead-letter stream, oldest first.
+func (e *env) deadLetters(name string) []*jetstream.RawStreamMsg {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := e.js.Stream(ctx, name)
+	if err != nil {
+		e.t.Fatalf("dead-letter stream %s: %v", name, err)
+	}
+	var out []*jetstream.RawStreamMsg
+	for seq := uint64(1); ; {
+		m, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(">"))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return out
+		}
+		if err != nil {
+			e.t.Fatalf("dead-letter stream %s: %v", name, err)
+		}
+		out = append(out, m)
+		seq = m.Sequence + 1
+	}
+}
+
 var errTransient = errors.New("ledger busy")
 
 // call is one Commit the sink saw.
@@ -196,7 +275,9 @@ func key(m Message) string {
 func (s *testSink) Commit(ctx context.Context, m Message) (Outcome, error) {
 	s.mu.Lock()
 	s.calls = append(s.calls, call{Message: m, At: time.Now()})
-	reason, invalid := s.invalid[key(m)]
+	// A re-driven message ("<id>|redrive:...") is the same entry.
+	base, _, _ := strings.Cut(key(m), "|redrive:")
+	reason, invalid := s.invalid[base]
 	fail := s.alwaysFail || m.Delivered <= s.failFirst
 	delay, started := s.delay, s.started
 	s.mu.Unlock()

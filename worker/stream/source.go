@@ -26,9 +26,10 @@ type Message struct {
 }
 
 // Sink commits a message's entries to the ledger. The source acks only
-// after Commit returns nil. An error that is (or wraps) *Invalid parks the
-// message in the dead-letter subject; any other error is transient and the
-// message is redelivered later. Commit's context is cancelled only by a
+// after Commit returns nil. An error that is (or wraps) *Invalid — a fault
+// of the input itself — parks the message in the dead-letter subject; any
+// other error is transient and the message is redelivered later, until it
+// succeeds (the consumer's MaxDeliver is unlimited by default). Commit's context is cancelled only by a
 // hard stop (Close's context ending).
 type Sink interface {
 	Commit(ctx context.Context, m Message) (Outcome, error)
@@ -76,11 +77,16 @@ type Invalid struct{ Reason string }
 
 func (e *Invalid) Error() string { return "invalid message: " + e.Reason }
 
-// Dead-letter headers, beside Nats-Msg-Id (the original id).
+// Dead-letter headers. A dead letter's own Nats-Msg-Id is
+// "<stream>:<seq>:<original id>", unique per message of the source stream.
 const (
 	HeaderReason          = "Paysync-Reason"
 	HeaderStreamSeq       = "Paysync-Stream-Seq"
 	HeaderOriginalSubject = "Paysync-Original-Subject"
+	HeaderOriginalMsgID   = "Paysync-Original-Msg-Id"
+	// HeaderRedriveOf marks a re-driven message: the dead-letter stream
+	// and sequence it came from ("TIMESHEETS_DEADLETTER:7").
+	HeaderRedriveOf = "Paysync-Redrive-Of"
 )
 
 const (
@@ -107,10 +113,24 @@ type Source struct {
 	closeDone chan struct{}
 	closeErr  error
 
+	// closeCtx is cancelled when Close begins: it cuts a set-up short.
+	closeCtx    context.Context
+	closeCancel context.CancelFunc
+	wake        chan struct{} // the connection came up: set up now
+
 	mu  sync.Mutex
 	run *run // set once consuming has started
 	// started guards Start against a second call.
 	started bool
+	// settled is closed once Start's work is over: consuming, failed, or
+	// abandoned at Close (nil before Start).
+	settled chan struct{}
+	nc      *nats.Conn // set by Start
+	// The connection's state as its handlers last reported it, and the
+	// last set-up failure, for Status and for logging changes once.
+	connKnown, connUp, everUp bool
+	connErr                   error
+	setupErr                  error
 }
 
 // run is what Start sets up; the handler reads it without locking (it is
@@ -147,13 +167,17 @@ func New(cfg Config, sink Sink) (*Source, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	closeCtx, closeCancel := context.WithCancel(context.Background())
 	return &Source{
-		cfg:       cfg,
-		sink:      sink,
-		log:       cfg.Logger.With("component", "stream", "stream", cfg.Stream, "consumer", cfg.Durable),
-		turn:      make(chan struct{}, 1),
-		closing:   make(chan struct{}),
-		closeDone: make(chan struct{}),
+		cfg:         cfg,
+		sink:        sink,
+		log:         cfg.Logger.With("component", "stream", "stream", cfg.Stream, "consumer", cfg.Durable),
+		turn:        make(chan struct{}, 1),
+		closing:     make(chan struct{}),
+		closeDone:   make(chan struct{}),
+		closeCtx:    closeCtx,
+		closeCancel: closeCancel,
+		wake:        make(chan struct{}, 1),
 	}, nil
 }
 
@@ -169,11 +193,16 @@ func permanent(format string, args ...any) error {
 
 var errClosed = errors.New("stream: source closed")
 
-// Start connects, makes sure the stream and the consumer exist (or, with
-// Bind, that they do), and starts consuming. It keeps retrying while the
-// server is unreachable, and returns once consuming has started, when a
-// setup error cannot be fixed by retrying, or when ctx ends. ctx bounds only
-// the start: consuming goes on until Close.
+// Start connects, makes sure the stream, the consumer and the dead-letter
+// stream exist (or, with Bind, that the stream and consumer do), and starts
+// consuming. It returns promptly: nil once consuming has started, or as
+// soon as the server turns out to be unreachable or not ready, in which
+// case it keeps connecting and setting up in the background (logging each
+// change once, not each retry; Status says what it waits for) until it
+// consumes or Close is called. It returns an error for a configuration the
+// server refuses (Bind without the stream or consumer, the dead-letter
+// subject captured by the stream itself, no JetStream), found while the
+// server answers at Start. ctx bounds only the start.
 func (s *Source) Start(ctx context.Context) error {
 	s.mu.Lock()
 	if s.started {
@@ -181,36 +210,214 @@ func (s *Source) Start(ctx context.Context) error {
 		return errors.New("stream: start: already started")
 	}
 	s.started = true
+	select {
+	case <-s.closing:
+		s.mu.Unlock()
+		return errClosed
+	default:
+	}
+	settled := make(chan struct{})
+	s.settled = settled
 	s.mu.Unlock()
 
 	r := &run{connClosed: make(chan struct{}), queue: make(chan jetstream.Msg, s.cfg.PullMaxMessages),
 		stopWork: make(chan struct{}), workDone: make(chan struct{})}
-	nc, err := connect(s.cfg, nats.ClosedHandler(func(*nats.Conn) {
-		s.log.Info("nats connection closed")
-		close(r.connClosed)
-	}))
+	nc, err := connect(s.cfg, s.connOptions(r)...)
 	if err != nil {
+		close(settled)
 		return err
 	}
 	r.nc = nc
+	s.mu.Lock()
+	s.nc = nc
+	s.mu.Unlock()
+	s.noteInitialConn(nc)
 	r.js, err = jetstream.New(nc)
 	if err != nil {
 		nc.Close()
+		close(settled)
 		return fmt.Errorf("stream: start: %w", err)
 	}
 	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	go s.work(r)
-	fail := func(err error) error {
-		r.cancel()
-		nc.Close()
-		r.stopWorker()
+
+	if nc.IsConnected() {
+		// One attempt now, so that a refusal is the start's error.
+		err := s.trySetup(ctx, r)
+		switch {
+		case err == nil:
+			close(settled)
+			return nil
+		case errors.Is(err, errClosed):
+			s.abandon(r)
+			close(settled)
+			return errClosed
+		case !transient(err):
+			s.abandon(r)
+			close(settled)
+			return err
+		case ctx.Err() != nil:
+			s.abandon(r)
+			close(settled)
+			return fmt.Errorf("stream: start: %w (last error: %v)", ctx.Err(), err)
+		}
+		s.noteSetupErr(err)
+	}
+	go func() {
+		defer close(settled)
+		s.setupInBackground(r)
+	}()
+	return nil
+}
+
+// connOptions are the connection's handlers: each change of state is
+// logged once (never each retry) and kept for Status.
+func (s *Source) connOptions(r *run) []nats.Option {
+	url := redactURLs(s.cfg.URL)
+	return []nats.Option{
+		nats.ConnectHandler(func(nc *nats.Conn) { s.connChanged(true, nil, redactURLs(nc.ConnectedUrlRedacted())) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { s.connChanged(true, nil, redactURLs(nc.ConnectedUrlRedacted())) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err == nil {
+				err = errors.New("connection lost")
+			}
+			s.connChanged(false, err, url)
+		}),
+		// Called on every failed attempt, the first connection's included:
+		// connChanged logs only the first of a run of failures.
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { s.connChanged(false, err, url) }),
+		nats.ClosedHandler(func(*nats.Conn) {
+			s.log.Info("nats connection closed")
+			close(r.connClosed)
+		}),
+	}
+}
+
+// noteInitialConn records the state of a connection just made, unless a
+// handler has already reported one.
+func (s *Source) noteInitialConn(nc *nats.Conn) {
+	s.mu.Lock()
+	known := s.connKnown
+	s.mu.Unlock()
+	if known {
+		return
+	}
+	if nc.IsConnected() {
+		s.connChanged(true, nil, redactURLs(nc.ConnectedUrlRedacted()))
+		return
+	}
+	err := nc.LastError()
+	if err == nil {
+		err = errors.New("no server reachable")
+	}
+	s.connChanged(false, err, redactURLs(s.cfg.URL))
+}
+
+// connChanged records the connection's state and logs it when it changed.
+func (s *Source) connChanged(up bool, err error, url string) {
+	s.mu.Lock()
+	changed := !s.connKnown || s.connUp != up
+	everUp := s.everUp
+	s.connKnown, s.connUp = true, up
+	if up {
+		s.everUp, s.connErr = true, nil
+	} else if err != nil {
+		s.connErr = err
+	}
+	s.mu.Unlock()
+	if !changed {
+		return
+	}
+	switch {
+	case up && everUp:
+		s.log.Info("nats reconnected", "url", url)
+	case up:
+		s.log.Info("nats connected", "url", url)
+	case everUp:
+		s.log.Warn("nats disconnected; reconnecting in the background", "url", url, "err", err)
+	default:
+		s.log.Warn("nats not reachable; connecting in the background (ledger work goes on)", "url", url, "err", err)
+	}
+	if up {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// noteSetupErr records a failed set-up and logs it when it differs from
+// the previous failure.
+func (s *Source) noteSetupErr(err error) {
+	s.mu.Lock()
+	changed := s.setupErr == nil || s.setupErr.Error() != err.Error()
+	s.setupErr = err
+	s.mu.Unlock()
+	if !changed {
+		return
+	}
+	if transient(err) {
+		s.log.Warn("stream set-up failed; retrying in the background", "err", err)
+	} else {
+		s.log.Error("stream set-up refused; fix it: paysync keeps trying in the background", "err", err)
+	}
+}
+
+// setupInBackground retries the set-up until consuming starts or Close.
+// A refusal is retried too (slowly): an operator may fix it while the
+// daemon stays up, not ready.
+func (s *Source) setupInBackground(r *run) {
+	wait := 250 * time.Millisecond
+	for {
+		select {
+		case <-s.closing:
+			s.abandon(r)
+			return
+		case <-s.wake:
+		case <-time.After(wait):
+			wait = min(2*wait, maxSetupInterval)
+		}
+		if !r.nc.IsConnected() {
+			continue
+		}
+		err := s.trySetup(context.Background(), r)
+		switch {
+		case err == nil:
+			return
+		case errors.Is(err, errClosed):
+			s.abandon(r)
+			return
+		}
+		s.noteSetupErr(err)
+	}
+}
+
+// abandon undoes a start that never consumed.
+func (s *Source) abandon(r *run) {
+	r.cancel()
+	r.nc.Close()
+	r.stopWorker()
+}
+
+// trySetup runs one set-up (bounded by setupTimeout, and cut short by
+// Close) and starts consuming.
+func (s *Source) trySetup(ctx context.Context, r *run) error {
+	actx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	stop := context.AfterFunc(s.closeCtx, cancel)
+	defer stop()
+	if err := s.setup(actx, r); err != nil {
+		if s.closeCtx.Err() != nil {
+			return errClosed
+		}
 		return err
 	}
+	return s.consume(r)
+}
 
-	if err := s.setupRetrying(ctx, r); err != nil {
-		return fail(err)
-	}
-	r.cc, err = r.cons.Consume(func(m jetstream.Msg) { s.handle(r, m) },
+// consume starts pulling; the source is then running.
+func (s *Source) consume(r *run) error {
+	cc, err := r.cons.Consume(func(m jetstream.Msg) { s.handle(r, m) },
 		jetstream.PullMaxMessages(s.cfg.PullMaxMessages),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			// Missing heartbeats while disconnected land here; the
@@ -219,55 +426,27 @@ func (s *Source) Start(ctx context.Context) error {
 		}),
 	)
 	if err != nil {
-		return fail(fmt.Errorf("stream: start: consume %s/%s: %w", s.cfg.Stream, s.cfg.Durable, err))
+		return fmt.Errorf("stream: consume %s/%s: %w", s.cfg.Stream, s.cfg.Durable, err)
 	}
-
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	select {
 	case <-s.closing:
-		r.cc.Stop()
-		return fail(errClosed)
+		s.mu.Unlock()
+		cc.Stop()
+		return errClosed
 	default:
 	}
+	r.cc = cc
 	s.run = r
+	s.setupErr = nil
+	s.mu.Unlock()
 	s.log.Info("consuming", "filter", s.cfg.Filter, "ack_wait", r.ackWait, "max_deliver", r.maxDeliver,
 		"dead_letter", s.cfg.DeadLetter, "dead_letter_stream", r.dlqStream)
-	return nil
-}
-
-// setupRetrying runs setup until it succeeds, fails for good, or ctx ends.
-func (s *Source) setupRetrying(ctx context.Context, r *run) error {
-	wait := 250 * time.Millisecond
-	var last error
-	for {
-		if r.nc.IsConnected() {
-			actx, cancel := context.WithTimeout(ctx, setupTimeout)
-			err := s.setup(actx, r)
-			cancel()
-			if err == nil {
-				return nil
-			}
-			if !transient(err) {
-				return err
-			}
-			last = err
-			s.log.Warn("stream setup failed; retrying", "err", err)
-		} else if err := r.nc.LastError(); err != nil {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			if last == nil {
-				last = errors.New("not connected")
-			}
-			return fmt.Errorf("stream: start: %s: %w (last error: %v)", redactURLs(s.cfg.URL), ctx.Err(), last)
-		case <-s.closing:
-			return errClosed
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, maxSetupInterval)
+	if r.maxDeliver > 0 {
+		s.log.Warn("the consumer has a finite MaxDeliver: a payroll or ledger outage outlasting that many deliveries turns valid messages into dead letters (re-drive them with `paysync deadletters --redrive` once it is over); give the consumer max_deliver -1",
+			"max_deliver", r.maxDeliver, "after_about", retryBudget(s.cfg.NakDelay, s.cfg.MaxNakDelay, r.maxDeliver).Round(time.Second).String())
 	}
+	return nil
 }
 
 // transient reports whether a setup error may go away by itself (the
@@ -287,7 +466,7 @@ func transient(err error) bool {
 }
 
 // setup ensures (or, with Bind, finds) the stream and the consumer, and
-// finds how dead letters are to be published.
+// ensures (or finds) the stream that keeps dead letters.
 func (s *Source) setup(ctx context.Context, r *run) error {
 	c := s.cfg
 	if c.Bind {
@@ -306,9 +485,6 @@ func (s *Source) setup(ctx context.Context, r *run) error {
 		}
 		if len(cc.BackOff) > 0 {
 			s.log.Warn("bound consumer has a BackOff list: the server uses its first step as the ack deadline", "backoff", cc.BackOff, "ack_wait", cc.AckWait)
-		}
-		if cc.MaxDeliver <= 0 {
-			s.log.Warn("bound consumer has no MaxDeliver: a message that keeps failing is retried forever")
 		}
 		r.cons, r.ackWait, r.maxDeliver = cons, cc.AckWait, cc.MaxDeliver
 	} else {
@@ -359,7 +535,13 @@ func (s *Source) setup(ctx context.Context, r *run) error {
 		return permanent("stream: dead-letter subject %q is captured by stream %q itself: dead letters would be consumed again", c.DeadLetter, c.Stream)
 	case err == nil:
 		r.dlqStream = name
+	case errors.Is(err, jetstream.ErrStreamNotFound) && !c.Bind:
+		if r.dlqStream, err = s.createDeadLetterStream(ctx, r); err != nil {
+			return err
+		}
 	case errors.Is(err, jetstream.ErrStreamNotFound):
+		s.log.Warn("no stream captures the dead-letter subject: invalid messages are published as plain NATS messages and LOST unless something subscribes at that moment; create the stream (deploy/nats/deadletter.json, or nats stream add with --subjects on that subject, limits retention)",
+			"subject", c.DeadLetter, "suggested_stream", c.DeadLetterStream)
 		r.dlqStream = ""
 	default:
 		// Locked-down accounts may not list streams: publish plainly.
@@ -367,6 +549,40 @@ func (s *Source) setup(ctx context.Context, r *run) error {
 		r.dlqStream = ""
 	}
 	return nil
+}
+
+// deadLetterStreamConfig is the stream Start creates for dead letters:
+// kept on disk until re-driven or deleted (limits retention, no limits).
+func deadLetterStreamConfig(c Config) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        c.DeadLetterStream,
+		Description: "paysync dead letters: list and re-drive with paysync deadletters",
+		Subjects:    []string{c.DeadLetter},
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Duplicates:  duplicateWindow,
+	}
+}
+
+// createDeadLetterStream creates the stream that keeps dead letters and
+// returns its name.
+func (s *Source) createDeadLetterStream(ctx context.Context, r *run) (string, error) {
+	c := s.cfg
+	_, err := r.js.CreateStream(ctx, deadLetterStreamConfig(c))
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		// Another replica created it meanwhile, or a stream of that name
+		// captures other subjects.
+		name, lerr := r.js.StreamNameBySubject(ctx, c.DeadLetter)
+		if lerr == nil && name != c.Stream {
+			return name, nil
+		}
+		return "", permanent("stream: dead-letter stream %q exists but does not capture the dead-letter subject %q: add the subject to it, or name another DeadLetterStream", c.DeadLetterStream, c.DeadLetter)
+	}
+	if err != nil {
+		return "", fmt.Errorf("stream: dead-letter stream %s: %w", c.DeadLetterStream, err)
+	}
+	s.log.Info("created the dead-letter stream", "dead_letter_stream", c.DeadLetterStream, "subject", c.DeadLetter)
+	return c.DeadLetterStream, nil
 }
 
 // handle is the Consume callback (called for one message at a time): it
@@ -538,17 +754,29 @@ func (s *Source) process(r *run, m jetstream.Msg) {
 	}
 }
 
-// settle parks a message whose commit failed for good, or has it retried.
+// settle parks an invalid message, or has a failed one retried. Only an
+// input fault (*Invalid) is dead-lettered: any other failure (payroll,
+// ledger, network) is retried for as long as the server redelivers it,
+// which with an unlimited MaxDeliver is until it succeeds.
 func (s *Source) settle(r *run, m jetstream.Msg, msg Message, err error, log *slog.Logger) {
 	var invalid *Invalid
 	switch {
 	case errors.As(err, &invalid):
-		s.deadLetter(r, m, msg, invalid.Reason, log)
+		s.deadLetter(r, m, msg, invalid.Reason, false, log)
 	case r.maxDeliver > 0 && msg.Delivered >= uint64(r.maxDeliver):
-		s.deadLetter(r, m, msg, fmt.Sprintf("gave up after %d deliveries: %v", msg.Delivered, err), log)
+		// A finite MaxDeliver (a bound consumer's, or configured): the
+		// server will not deliver it again, so keep it where it can be
+		// re-driven rather than let it sit unconsumed.
+		s.deadLetter(r, m, msg, fmt.Sprintf("transient failure, not an input problem: still failing at delivery %d, the consumer's MaxDeliver, so the server would not deliver it again; re-drive it once the cause is fixed: %v", msg.Delivered, err), true, log)
 	default:
-		d := retryDelay(s.cfg.NakDelay, msg.Delivered)
-		log.Warn("commit failed; retrying later", "err", err, "retry_in", d)
+		d := retryDelay(s.cfg.NakDelay, s.cfg.MaxNakDelay, msg.Delivered)
+		// A long outage retries every pending message each MaxNakDelay:
+		// log the first failures and then every doubling, not each one.
+		lvl := slog.LevelDebug
+		if msg.Delivered&(msg.Delivered-1) == 0 {
+			lvl = slog.LevelWarn
+		}
+		log.Log(context.Background(), lvl, "commit failed; retrying later", "err", err, "retry_in", d)
 		if nerr := m.NakWithDelay(d); nerr != nil {
 			log.Warn("nak failed; the message comes back after AckWait", "err", nerr)
 		}
@@ -617,15 +845,31 @@ func (s *Source) inProgress(r *run, ms []jetstream.Msg, fn func()) {
 
 // deadLetter republishes the message's data to the dead-letter subject,
 // then terminates it. If the publish fails, the message is retried later
-// instead, so that it is never dropped unrecorded.
-func (s *Source) deadLetter(r *run, m jetstream.Msg, msg Message, reason string, log *slog.Logger) {
+// instead, so that it is never dropped unrecorded. A transient failure
+// (at the last delivery of a finite MaxDeliver) is dead-lettered only into
+// a stream, where it is kept for a re-drive: never as a plain message.
+func (s *Source) deadLetter(r *run, m jetstream.Msg, msg Message, reason string, transientFailure bool, log *slog.Logger) {
 	dl := nats.NewMsg(s.cfg.DeadLetter)
 	dl.Data = msg.Data
 	dl.Header.Set(HeaderReason, headerValue(reason, maxReasonHeader))
 	dl.Header.Set(HeaderStreamSeq, strconv.FormatUint(msg.StreamSeq, 10))
 	dl.Header.Set(HeaderOriginalSubject, msg.Subject)
 	if msg.MsgID != "" {
-		dl.Header.Set(jetstream.MsgIDHeader, msg.MsgID)
+		dl.Header.Set(HeaderOriginalMsgID, msg.MsgID)
+	}
+	// One id per message of the source stream: a dead letter published
+	// twice (its term lost) is kept once, and the same entry dead-lettered
+	// again after a re-drive (a new message) is kept again.
+	dl.Header.Set(jetstream.MsgIDHeader, deadLetterMsgID(s.cfg.Stream, msg))
+	lastDelivery := r.maxDeliver > 0 && msg.Delivered >= uint64(r.maxDeliver)
+
+	if transientFailure && r.dlqStream == "" {
+		// Nothing would keep it: leave it unacknowledged. The server does
+		// not deliver it again, and with work-queue retention it stays in
+		// the stream for an operator.
+		log.Error("still failing at the consumer's last delivery (MaxDeliver) and no stream keeps dead letters: the message stays in the stream, unconsumed; give the consumer max_deliver -1 and the dead-letter subject a stream", "reason", reason, "dead_letter", s.cfg.DeadLetter)
+		s.observe("retry")
+		return
 	}
 
 	ctx, cancel := context.WithTimeout(r.ctx, publishTimeout)
@@ -642,13 +886,13 @@ func (s *Source) deadLetter(r *run, m jetstream.Msg, msg Message, reason string,
 		err = r.nc.FlushWithContext(ctx)
 	}
 	if err != nil {
-		if r.maxDeliver > 0 && msg.Delivered >= uint64(r.maxDeliver) {
+		if lastDelivery {
 			// The server will not deliver it again; with work-queue
 			// retention it stays in the stream for an operator.
 			log.Error("dead-letter publish failed at the last delivery: the message stays in the stream, unconsumed", "reason", reason, "err", err)
 			return
 		}
-		d := retryDelay(s.cfg.NakDelay, msg.Delivered)
+		d := retryDelay(s.cfg.NakDelay, s.cfg.MaxNakDelay, msg.Delivered)
 		log.Error("dead-letter publish failed; retrying the message later", "reason", reason, "err", err, "retry_in", d)
 		if nerr := m.NakWithDelay(d); nerr != nil {
 			log.Warn("nak failed; the message comes back after AckWait", "err", nerr)
@@ -659,8 +903,22 @@ func (s *Source) deadLetter(r *run, m jetstream.Msg, msg Message, reason string,
 	if err := m.TermWithReason(truncate(oneLine(reason), maxTermReason)); err != nil {
 		log.Error("term failed; the message will be redelivered and dead-lettered again", "err", err)
 	}
-	log.Error("message dead-lettered", "reason", reason, "dead_letter", s.cfg.DeadLetter)
-	s.observe("invalid")
+	log.Error("message dead-lettered", "reason", reason, "dead_letter", s.cfg.DeadLetter, "dead_letter_stream", r.dlqStream)
+	if transientFailure {
+		s.observe("dead-lettered")
+	} else {
+		s.observe("invalid")
+	}
+}
+
+// deadLetterMsgID is a dead letter's Nats-Msg-Id: the source stream and
+// sequence, and the original id.
+func deadLetterMsgID(stream string, msg Message) string {
+	id := stream + ":" + strconv.FormatUint(msg.StreamSeq, 10)
+	if msg.MsgID != "" {
+		id += ":" + msg.MsgID
+	}
+	return id
 }
 
 // waitConnected returns when nc is connected or ctx ends.
@@ -703,11 +961,24 @@ func (s *Source) Close(ctx context.Context) error {
 }
 
 func (s *Source) close(ctx context.Context) error {
+	s.closeCancel() // cuts a set-up in progress short
+	s.mu.Lock()
+	settled := s.settled
+	s.mu.Unlock()
+	if settled == nil {
+		return nil // not started (Start will see closing)
+	}
+	// Wait for Start, or its background set-up, to consume or give up.
+	select {
+	case <-settled:
+	case <-ctx.Done():
+		return fmt.Errorf("stream: close: %w", ctx.Err())
+	}
 	s.mu.Lock()
 	r := s.run
 	s.mu.Unlock()
 	if r == nil {
-		return nil // not started, or Start will see closing and undo itself
+		return nil // never consumed: the connection is closed already
 	}
 	hardStop := func() error {
 		r.cancel()
@@ -744,12 +1015,45 @@ func (s *Source) close(ctx context.Context) error {
 }
 
 // Connected reports whether the connection to NATS is up and consuming
-// has started (for readiness).
+// has started (for readiness); Status says why not.
 func (s *Source) Connected() bool {
+	ok, _ := s.Status()
+	return ok
+}
+
+// Status reports whether the source is consuming over a live connection
+// and, when it is not, why, in one line fit for /readyz (the server URL
+// without credentials): not started, connecting, disconnected, the stream
+// set-up failing, or closed.
+func (s *Source) Status() (ok bool, reason string) {
 	s.mu.Lock()
-	r := s.run
-	s.mu.Unlock()
-	return r != nil && r.nc.IsConnected()
+	defer s.mu.Unlock()
+	select {
+	case <-s.closing:
+		return false, "stopped"
+	default:
+	}
+	url := redactURLs(s.cfg.URL)
+	switch {
+	case s.nc == nil:
+		return false, "not started"
+	case !s.nc.IsConnected() && s.everUp:
+		return false, "disconnected from " + url + ", reconnecting" + errSuffix(s.connErr)
+	case !s.nc.IsConnected():
+		return false, "not connected to " + url + ", connecting" + errSuffix(s.connErr)
+	case s.run == nil && s.setupErr != nil:
+		return false, "stream set-up failing, retrying: " + s.setupErr.Error()
+	case s.run == nil:
+		return false, "setting up stream " + s.cfg.Stream + " and consumer " + s.cfg.Durable
+	}
+	return true, ""
+}
+
+func errSuffix(err error) string {
+	if err == nil {
+		return ""
+	}
+	return ": " + err.Error()
 }
 
 // Pending returns the consumer's lag: messages not yet delivered plus
@@ -768,15 +1072,25 @@ func (s *Source) Pending(ctx context.Context) (uint64, error) {
 	return info.NumPending + uint64(max(info.NumAckPending, 0)), nil
 }
 
-// retryDelay is base doubled per delivery after the first, capped at a
-// minute (or at base, when that is longer).
-func retryDelay(base time.Duration, delivered uint64) time.Duration {
-	limit := max(maxNakDelay, base)
+// retryDelay is base doubled per delivery after the first, capped at
+// limit (or at base, when that is longer).
+func retryDelay(base, limit time.Duration, delivered uint64) time.Duration {
+	limit = max(limit, base)
 	d := base
 	for i := uint64(1); i < delivered && d < limit; i++ {
 		d *= 2
 	}
 	return min(d, limit)
+}
+
+// retryBudget is about how long a message failing at every delivery takes
+// to reach delivery maxDeliver.
+func retryBudget(base, limit time.Duration, maxDeliver int) time.Duration {
+	var total time.Duration
+	for d := 1; d < maxDeliver; d++ {
+		total += retryDelay(base, limit, uint64(d))
+	}
+	return total
 }
 
 // truncate cuts s to at most n bytes on a rune boundary.

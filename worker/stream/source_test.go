@@ -41,6 +41,31 @@ func TestSource_Start(t *testing.T) {
 			cc.MaxDeliver != 5 || cc.MaxAckPending != 100 || len(cc.BackOff) != 0 || cc.FilterSubject != "timesheets.MV8x.>" {
 			t.Errorf("consumer config: %+v", cc)
 		}
+		dl, err := e.js.Stream(ctx, "TIMESHEETS_DEADLETTER")
+		if err != nil {
+			t.Fatalf("no dead-letter stream: %v", err)
+		}
+		if dc := dl.CachedInfo().Config; !slices.Equal(dc.Subjects, []string{"paysync.deadletter"}) ||
+			dc.Retention != jetstream.LimitsPolicy || dc.Storage != jetstream.FileStorage || dc.MaxAge != 0 || dc.MaxMsgs > 0 {
+			t.Errorf("dead-letter stream config: subjects %v retention %v storage %v max age %v max msgs %d", dc.Subjects, dc.Retention, dc.Storage, dc.MaxAge, dc.MaxMsgs)
+		}
+	})
+
+	t.Run("uses a stream that already captures the dead-letter subject", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		if _, err := e.js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "OPS_DLQ", Subjects: []string{"paysync.>"}}); err != nil {
+			t.Fatal(err)
+		}
+		cfg := e.config()
+		cfg.DeadLetterStream = "MY_DLQ"
+		s := e.start(cfg, newSink())
+		if s.run.dlqStream != "OPS_DLQ" {
+			t.Errorf("dead letters through %q, want the existing OPS_DLQ", s.run.dlqStream)
+		}
+		if _, err := e.js.Stream(context.Background(), "MY_DLQ"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+			t.Errorf("a second dead-letter stream was created: %v", err)
+		}
 	})
 
 	t.Run("replaces a BackOff list and keeps an existing stream", func(t *testing.T) {
@@ -64,7 +89,7 @@ func TestSource_Start(t *testing.T) {
 		}
 		e.start(e.config(), newSink())
 		cc := e.consumerInfo("TIMESHEETS", "paysync").Config
-		if len(cc.BackOff) != 0 || cc.AckWait != 30*time.Second || cc.MaxDeliver != 20 {
+		if len(cc.BackOff) != 0 || cc.AckWait != 30*time.Second || cc.MaxDeliver != -1 {
 			t.Errorf("consumer not brought to the config: backoff %v ack wait %v max deliver %d", cc.BackOff, cc.AckWait, cc.MaxDeliver)
 		}
 		st, _ := e.js.Stream(ctx, "TIMESHEETS")
@@ -89,23 +114,27 @@ func TestSource_Start(t *testing.T) {
 		}
 	})
 
-	t.Run("server unreachable: retries until ctx ends", func(t *testing.T) {
+	t.Run("server unreachable: Start returns, Close stops the retrying", func(t *testing.T) {
 		t.Parallel()
-		s, err := New(Config{URL: "nats://127.0.0.1:1", Logger: testLogger(t)}, newSink())
+		cfg := Config{URL: "nats://127.0.0.1:1", Logger: testLogger(t)}
+		cfg.reconnectWait = 20 * time.Millisecond
+		s, err := New(cfg, newSink())
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		err = s.Start(ctx)
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("got %v", err)
+		if err := s.Start(ctx); err != nil {
+			t.Fatalf("Start with the server down: %v", err)
 		}
 		if s.Connected() {
-			t.Error("Connected() after a failed start")
+			t.Error("Connected() with the server down")
 		}
-		if err := s.Close(context.Background()); err != nil {
+		if err := s.Close(ctx); err != nil {
 			t.Error(err)
+		}
+		if ok, reason := s.Status(); ok || reason != "stopped" {
+			t.Errorf("Status() after Close = %v, %q", ok, reason)
 		}
 	})
 }
@@ -272,7 +301,8 @@ func TestSource_Invalid(t *testing.T) {
 	if r := m.Header.Get(HeaderReason); !strings.HasPrefix(r, "employee 42 unknown: xxx") {
 		t.Errorf("%s: %q", HeaderReason, r)
 	}
-	if m.Header.Get(HeaderStreamSeq) != "2" || m.Header.Get(HeaderOriginalSubject) != "timesheets.MV8x.toggl" || m.Header.Get("Nats-Msg-Id") != "bad-1" {
+	if m.Header.Get(HeaderStreamSeq) != "2" || m.Header.Get(HeaderOriginalSubject) != "timesheets.MV8x.toggl" ||
+		m.Header.Get(HeaderOriginalMsgID) != "bad-1" || m.Header.Get("Nats-Msg-Id") != "TIMESHEETS:2:bad-1" {
 		t.Errorf("dead letter headers %v", m.Header)
 	}
 
@@ -291,6 +321,36 @@ func TestSource_Invalid(t *testing.T) {
 	}
 	if obs.get("invalid") != 1 || obs.get("committed") != 2 {
 		t.Errorf("outcomes %v", obs.n)
+	}
+}
+
+// TestSource_InvalidKeptInDeadLetterStream: a dead letter is kept in a
+// stream paysync created, not only seen by whoever subscribed at the time.
+func TestSource_InvalidKeptInDeadLetterStream(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cfg := e.config()
+	sink := newSink()
+	sink.invalid = map[string]string{"bad-1": "employee 42 unknown"}
+	e.start(cfg, sink)
+	e.publish("timesheets.MV8x.toggl", "bad-1", `{"id":"bad-1"}`)
+	waitFor(t, 5*time.Second, "the dead letter to be handled", func() bool {
+		ci := e.consumerInfo("TIMESHEETS", "paysync")
+		return len(sink.callsFor("bad-1")) == 1 && ci.NumPending == 0 && ci.NumAckPending == 0
+	})
+
+	ctx := context.Background()
+	st, err := e.js.Stream(ctx, "TIMESHEETS_DEADLETTER")
+	if err != nil {
+		t.Fatalf("the dead letter was not kept: %v", err)
+	}
+	m, err := st.GetLastMsgForSubject(ctx, "paysync.deadletter")
+	if err != nil {
+		t.Fatalf("the dead letter was not kept: %v", err)
+	}
+	if string(m.Data) != `{"id":"bad-1"}` || m.Header.Get(HeaderReason) != "employee 42 unknown" ||
+		m.Header.Get(HeaderOriginalSubject) != "timesheets.MV8x.toggl" || m.Header.Get(HeaderStreamSeq) != "1" {
+		t.Errorf("dead letter %v %s", m.Header, m.Data)
 	}
 }
 
@@ -487,50 +547,250 @@ func testServerRestart(t *testing.T, ackWait time.Duration) int {
 	return obs.get("duplicate")
 }
 
-func TestSource_MaxDeliverDeadLetters(t *testing.T) {
+// TestSource_TransientNeverDeadLettered: a sink that keeps failing with a
+// plain (transient) error is retried past 20 deliveries — the old
+// MaxDeliver — and nothing is dead-lettered.
+func TestSource_TransientNeverDeadLettered(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	ctx := context.Background()
-	// A stream captures the dead-letter subject: dead letters go through
-	// JetStream and are kept.
-	dl, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "DEADLETTER", Subjects: []string{"paysync.deadletter"}})
+	dead, err := e.nc.SubscribeSync("paysync.deadletter")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var obs outcomes
 	cfg := e.config()
-	cfg.MaxDeliver, cfg.NakDelay, cfg.AckWait = 3, 100*time.Millisecond, time.Second
+	cfg.NakDelay, cfg.MaxNakDelay = 5*time.Millisecond, 20*time.Millisecond
 	cfg.Observe = obs.observe
 	sink := newSink()
 	sink.alwaysFail = true
-	s := e.start(cfg, sink)
-	if s.run.dlqStream != "DEADLETTER" {
-		t.Errorf("dead letters through stream %q", s.run.dlqStream)
+	e.start(cfg, sink)
+
+	e.publish("timesheets.MV8x.toggl", "outage-1", `{"id":"outage-1"}`)
+	waitFor(t, 30*time.Second, "25 deliveries", func() bool { return len(sink.callsFor("outage-1")) >= 25 })
+
+	if m, err := dead.NextMsg(100 * time.Millisecond); err == nil {
+		t.Fatalf("a transient failure was dead-lettered: %s: %s", m.Header.Get(HeaderReason), m.Data)
+	}
+	if got := e.deadLetters("TIMESHEETS_DEADLETTER"); len(got) != 0 {
+		t.Errorf("%d dead letters kept", len(got))
+	}
+	if obs.get("invalid")+obs.get("dead-lettered") != 0 || obs.get("committed") != 0 {
+		t.Errorf("outcomes %v", obs.n)
+	}
+	if md := e.consumerInfo("TIMESHEETS", "paysync").Config.MaxDeliver; md != -1 {
+		t.Errorf("consumer MaxDeliver %d, want -1 (unlimited)", md)
 	}
 
-	e.publish("timesheets.MV8x.toggl", "poison-1", `{"id":"poison-1"}`)
-	var m *jetstream.RawStreamMsg
-	waitFor(t, 5*time.Second, "the dead letter", func() bool {
-		m, err = dl.GetLastMsgForSubject(ctx, "paysync.deadletter")
-		return err == nil
+	// The outage ends: the message is committed, once.
+	sink.mu.Lock()
+	sink.alwaysFail = false
+	sink.mu.Unlock()
+	waitFor(t, 10*time.Second, "the commit", func() bool { return sink.numCommitted() == 1 })
+	waitFor(t, 5*time.Second, "the consumer to be caught up", func() bool {
+		ci := e.consumerInfo("TIMESHEETS", "paysync")
+		return ci.NumPending == 0 && ci.NumAckPending == 0
 	})
-	if r := m.Header.Get(HeaderReason); r != "gave up after 3 deliveries: ledger busy" {
-		t.Errorf("reason %q", r)
+}
+
+// TestSource_BoundFiniteMaxDeliver: a bound consumer with a finite
+// MaxDeliver (an operator's) will not redeliver after its last delivery.
+// There a transient failure is kept as a dead letter that says it was
+// transient and can be re-driven, and the start warns about it. Without a
+// stream for dead letters, it is not thrown away as a plain message.
+func TestSource_BoundFiniteMaxDeliver(t *testing.T) {
+	t.Parallel()
+	bind := func(t *testing.T, e *env, withDLQ bool) (Config, *logCapture) {
+		ctx := context.Background()
+		if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "TIMESHEETS", Subjects: []string{"timesheets.>"}, Retention: jetstream.WorkQueuePolicy}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.js.CreateConsumer(ctx, "TIMESHEETS", jetstream.ConsumerConfig{Durable: "paysync", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second, MaxDeliver: 3}); err != nil {
+			t.Fatal(err)
+		}
+		if withDLQ {
+			if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "DEADLETTER", Subjects: []string{"paysync.deadletter"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cfg := e.config()
+		cfg.Bind, cfg.NakDelay = true, 50*time.Millisecond
+		var logs *logCapture
+		cfg.Logger, logs = captureLogger(t)
+		return cfg, logs
 	}
-	if string(m.Data) != `{"id":"poison-1"}` || m.Header.Get(nats.MsgIdHdr) != "poison-1" ||
-		m.Header.Get(HeaderStreamSeq) != "1" || m.Header.Get(HeaderOriginalSubject) != "timesheets.MV8x.toggl" {
-		t.Errorf("dead letter %v %s", m.Header, m.Data)
+
+	t.Run("kept as a transient dead letter", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		cfg, logs := bind(t, e, true)
+		var obs outcomes
+		cfg.Observe = obs.observe
+		sink := newSink()
+		sink.alwaysFail = true
+		s := e.start(cfg, sink)
+		if s.run.dlqStream != "DEADLETTER" || s.run.maxDeliver != 3 {
+			t.Errorf("dead letters through %q, max deliver %d", s.run.dlqStream, s.run.maxDeliver)
+		}
+		if logs.count("finite MaxDeliver", "max_deliver=3", "deadletters --redrive") != 1 {
+			t.Errorf("no start-up warning about the bound consumer's finite MaxDeliver:\n%s", logs.all())
+		}
+
+		e.publish("timesheets.MV8x.toggl", "outage-1", `{"id":"outage-1"}`)
+		var got []*jetstream.RawStreamMsg
+		waitFor(t, 10*time.Second, "the dead letter", func() bool {
+			got = e.deadLetters("DEADLETTER")
+			return len(got) > 0
+		})
+		r := got[0].Header.Get(HeaderReason)
+		for _, want := range []string{"transient failure, not an input problem", "MaxDeliver", "re-drive", "ledger busy"} {
+			if !strings.Contains(r, want) {
+				t.Errorf("reason %q does not say %q", r, want)
+			}
+		}
+		if calls := sink.callsFor("outage-1"); len(calls) != 3 {
+			t.Errorf("%d deliveries, want 3", len(calls))
+		}
+		if obs.get("dead-lettered") != 1 || obs.get("invalid") != 0 || obs.get("retry") != 2 {
+			t.Errorf("outcomes %v", obs.n)
+		}
+
+		// Re-driven once the outage is over, it is committed.
+		sink.mu.Lock()
+		sink.alwaysFail = false
+		sink.mu.Unlock()
+		res, err := Redrive(context.Background(), cfg, RedriveOptions{})
+		if err != nil || len(res.Redriven) != 1 {
+			t.Fatalf("Redrive: %+v, %v", res, err)
+		}
+		waitFor(t, 10*time.Second, "the re-driven commit", func() bool { return sink.numCommitted() == 1 })
+	})
+
+	t.Run("no dead-letter stream: warned, and a transient failure stays in the stream", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		dead, err := e.nc.SubscribeSync("paysync.deadletter")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, logs := bind(t, e, false)
+		sink := newSink()
+		sink.alwaysFail = true
+		s := e.start(cfg, sink)
+		if s.run.dlqStream != "" {
+			t.Fatalf("dead letters through %q", s.run.dlqStream)
+		}
+		if logs.count("no stream captures the dead-letter subject", "LOST") != 1 {
+			t.Errorf("no warning that dead letters are lost without a stream:\n%s", logs.all())
+		}
+		e.publish("timesheets.MV8x.toggl", "outage-1", `{"id":"outage-1"}`)
+		waitFor(t, 10*time.Second, "the last delivery to be handled", func() bool {
+			return logs.count("still failing at the consumer's last delivery") == 1
+		})
+		if m, err := dead.NextMsg(200 * time.Millisecond); err == nil {
+			t.Errorf("a transient failure was published as a plain dead letter: %s", m.Header.Get(HeaderReason))
+		}
+		st, err := e.js.Stream(context.Background(), "TIMESHEETS")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := st.CachedInfo().State.Msgs; n != 1 {
+			t.Errorf("the source stream holds %d messages, want the unconsumed one", n)
+		}
+		if _, err := e.js.Stream(context.Background(), "TIMESHEETS_DEADLETTER"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+			t.Errorf("bind created a dead-letter stream: %v", err)
+		}
+	})
+}
+
+// TestSource_NATSDownAtStart: with the server down, Start returns at once
+// and keeps connecting in the background; the outage is logged once (the
+// URL without its password), not per attempt; Status says what it waits
+// for; once the server is up it connects, logs that once, and consumes.
+func TestSource_NATSDownAtStart(t *testing.T) {
+	t.Parallel()
+	port := freePort(t)
+	url := fmt.Sprintf("nats://paysync:s3cr3t@127.0.0.1:%d", port)
+	logger, logs := captureLogger(t)
+	cfg := Config{URL: url, Logger: logger, NakDelay: 100 * time.Millisecond}
+	cfg.reconnectWait = 20 * time.Millisecond
+	sink := newSink()
+	s, err := New(cfg, sink)
+	if err != nil {
+		t.Fatal(err)
 	}
-	time.Sleep(1200 * time.Millisecond) // past AckWait: not delivered again
-	calls := sink.callsFor("poison-1")
-	if len(calls) != 3 || calls[2].Delivered != 3 {
-		t.Errorf("%d deliveries, want 3", len(calls))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	started := make(chan error, 1)
+	go func() { started <- s.Start(ctx) }()
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatalf("Start with NATS down: %v", err)
+		}
+	case <-time.After(4 * time.Second):
+		t.Fatal("Start blocks while NATS is down: the daemon cannot go on")
 	}
-	ci := e.consumerInfo("TIMESHEETS", "paysync")
-	if ci.NumPending != 0 || ci.NumAckPending != 0 {
-		t.Errorf("consumer: pending %d ack pending %d", ci.NumPending, ci.NumAckPending)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.Close(ctx); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+
+	// Many attempts (one each 20 ms) later: one line, and not ready.
+	time.Sleep(time.Second)
+	if n := logs.count("nats not reachable"); n != 1 {
+		t.Errorf("%d 'nats not reachable' lines, want exactly 1:\n%s", n, logs.all())
 	}
-	if obs.get("retry") != 2 || obs.get("invalid") != 1 {
-		t.Errorf("outcomes %v", obs.n)
+	ok, reason := s.Status()
+	if ok || s.Connected() || !strings.Contains(reason, fmt.Sprintf("not connected to nats://***@127.0.0.1:%d", port)) {
+		t.Errorf("Status() = %v, %q", ok, reason)
+	}
+	if strings.Contains(logs.all()+reason, "s3cr3t") {
+		t.Error("the password is in the log or the status")
+	}
+
+	ns := runServer(t, t.TempDir(), port)
+	waitFor(t, 20*time.Second, "Connected() to turn true", s.Connected)
+	if ok, reason := s.Status(); !ok || reason != "" {
+		t.Errorf("Status() = %v, %q once connected", ok, reason)
+	}
+	if n := logs.count("nats connected"); n != 1 {
+		t.Errorf("%d 'nats connected' lines, want 1", n)
+	}
+	if n := logs.count("nats not reachable"); n != 1 {
+		t.Errorf("%d 'nats not reachable' lines, want 1", n)
+	}
+	if n := logs.count("level=INFO", "consuming"); n != 1 {
+		t.Errorf("%d 'consuming' lines, want 1", n)
+	}
+
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "timesheets.MV8x.toggl", []byte(`{"id":"t-1"}`), jetstream.WithMsgID("t-1")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the commit", func() bool { return sink.numCommitted() == 1 })
+
+	// A restart of the server: one line down, one line up, not per attempt.
+	ns.Shutdown()
+	ns.WaitForShutdown()
+	waitFor(t, 10*time.Second, "Connected() to turn false", func() bool { return !s.Connected() })
+	time.Sleep(500 * time.Millisecond)
+	if _, reason := s.Status(); !strings.Contains(reason, "disconnected from nats://***@127.0.0.1") {
+		t.Errorf("Status() reason %q while disconnected", reason)
+	}
+	runServer(t, t.TempDir(), port)
+	waitFor(t, 20*time.Second, "Connected() to turn true again", s.Connected)
+	if d, r := logs.count("nats disconnected"), logs.count("nats reconnected"); d != 1 || r != 1 {
+		t.Errorf("%d 'disconnected' and %d 'reconnected' lines, want 1 each", d, r)
 	}
 }
