@@ -762,3 +762,68 @@ func TestCrash_Revert(t *testing.T) {
 		}
 	})
 }
+
+// TestCrash_Replay imports, reverts (the import, or its first batch), then
+// kills `paysync replay --yes` (of the import, or of that batch) at random
+// moments (latency on create_pay_parts, sometimes responses dropped after
+// commit) and runs it again until it succeeds: payroll must hold exactly
+// one pay part per entry next to the pre-existing identical ones, every
+// batch must be finished, and the same file imported again must be a
+// duplicate that exits 0.
+func TestCrash_Replay(t *testing.T) {
+	var stats crashStats
+	stats.start(t)
+	forEachCrashTrial(t, func(t *testing.T, seed int64) {
+		rng := newRand(seed)
+		c := newCrashEnv(t, sandbox.Options{Seed: seed, Faults: []sandbox.Fault{
+			{Kind: sandbox.FaultLatency, Op: "create_pay_parts", Delay: 2 * time.Millisecond},
+		}})
+		rules := filepath.Join(t.TempDir(), "rules.yaml")
+		if err := os.WriteFile(rules, []byte("version: 1\naggregate: false\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.env["PAYSYNC_MAPPING"] = rules // one pay part per entry, for the import and the replay
+		entries := crashEntries(100)
+		file := writeEntries(t, entries)
+		seeded := c.seedIdentical(t, rng, entries, 3)
+		c.finish(t, importRetryable, "import", file)
+		c.checkPayroll(t, entries, seeded)
+		target := []string{"--import", "1"}
+		if rng.IntN(2) == 0 {
+			target = []string{"1"}
+		}
+		c.finish(t, func(crashRun) bool { return false }, append([]string{"revert", "--yes"}, target...)...)
+
+		faults := []sandbox.Fault{
+			{Kind: sandbox.FaultLatency, Op: "create_pay_parts", Delay: 5 * time.Millisecond},
+			{Kind: sandbox.FaultLatency, Op: "create_pay_parts", Delay: 15 * time.Millisecond, Probability: 0.5},
+			{Kind: sandbox.FaultLatency, Op: "pay_parts", Delay: 3 * time.Millisecond},
+		}
+		drops := rng.IntN(2) == 0
+		if drops {
+			faults = append(faults, sandbox.Fault{Kind: sandbox.FaultDropAfterCommit, Op: "create_pay_parts", Probability: 0.2})
+		}
+		c.sb.SetFaults(faults...)
+		args := append([]string{"replay", "--yes"}, target...)
+		t.Logf("replay %v; drops after commit: %v", target, drops)
+		stats.kills.Add(c.killRuns(t, rng, 2+rng.IntN(2), 300*time.Millisecond, checkImportRun, args...))
+		c.finish(t, importRetryable, args...)
+		stats.windows.Add(c.windowHits)
+		c.sb.SetFaults()
+
+		c.checkPayroll(t, entries, seeded)
+		l := openLedger(t, c.ledger)
+		for _, d := range ledgerItems(t, l) {
+			switch d.State {
+			case ledger.BatchCreated, ledger.BatchReverted, ledger.BatchSplit:
+			default:
+				t.Errorf("batch %d is %s (last error %q):%s", d.ID, d.State, d.LastError, attemptLog(d))
+			}
+		}
+		r := c.finish(t, func(crashRun) bool { return false }, "import", file)
+		if !strings.Contains(r.stdout, "already imported as import 1") {
+			t.Errorf("the same file again:\n%s", r)
+		}
+		c.checkPayroll(t, entries, seeded)
+	})
+}

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paysync/paysync/payroll/sandbox"
+)
+
+// replaySteps runs paysync commands in process over one sandbox and ledger,
+// failing the test on an unexpected exit code.
+type replaySteps struct {
+	t   *testing.T
+	s   sandboxEnv
+	env map[string]string
+}
+
+func newReplaySteps(t *testing.T, kv ...string) *replaySteps {
+	s := startSandbox(t, sandbox.Options{})
+	env := with(s.env, append([]string{"PAYSYNC_LEDGER", filepath.Join(t.TempDir(), "ledger.db"), "PAYSYNC_MAPPING", "../../deploy/examples/rules.yaml"}, kv...)...)
+	return &replaySteps{t: t, s: s, env: env}
+}
+
+func (rs *replaySteps) step(wantCode int, args ...string) result {
+	rs.t.Helper()
+	r := runInProcess(rs.t, rs.env, args...)
+	if r.code != wantCode {
+		rs.t.Fatalf("paysync %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), r.code, wantCode, r.stdout, r.stderr)
+	}
+	assertClean(rs.t, r, rs.env["PAYSYNC_CLIENT_SECRET"])
+	return r
+}
+
+// payroll returns the pay parts in payroll as a sorted multiset.
+func (rs *replaySteps) payroll() []string { return payrollKeys(rs.s.sb) }
+
+func (rs *replaySteps) wantPayroll(what string, want []string) {
+	rs.t.Helper()
+	if got := rs.payroll(); !slices.Equal(got, want) {
+		rs.t.Fatalf("%s: payroll holds %d pay parts, want %d (each once):\n got %v\nwant %v", what, len(got), len(want), got, want)
+	}
+}
+
+// TestReplay_NeverPaysTwice: whatever is named (a batch, the import) and
+// however often, a replay after a revert puts every pay part into payroll
+// once; a replay that finds its entries in payroll through an earlier
+// replay says so and exits 0, its dry run names them, and the same file
+// imported again is a duplicate that exits 0.
+func TestReplay_NeverPaysTwice(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		replays [][]string
+	}{
+		{"batch twice", [][]string{{"1"}, {"1"}}},
+		{"import, then batch twice", [][]string{{"--import", "1"}, {"1"}, {"1"}}},
+		{"batch, then import", [][]string{{"1"}, {"--import", "1"}}},
+		{"import twice", [][]string{{"--import", "1"}, {"--import", "1"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := newReplaySteps(t)
+			rs.step(0, "import", "../../deploy/examples/toggl.csv")
+			imported := rs.payroll()
+			if len(imported) != 7 {
+				t.Fatalf("import: payroll holds %d, want 7", len(imported))
+			}
+			rs.step(0, "revert", "1", "--yes")
+			rs.wantPayroll("after the revert", nil)
+			for i, target := range tc.replays {
+				r := rs.step(0, append([]string{"replay"}, append(target, "--yes")...)...)
+				rs.wantPayroll("after "+strings.Join(append([]string{"replay"}, target...), " "), imported)
+				if i == 0 {
+					continue
+				}
+				if !strings.Contains(r.stdout, "nothing left to replay") || !strings.Contains(r.stdout, "in payroll already through batch 2") {
+					t.Fatalf("replay %v again: want it to name the earlier replay's batch and say nothing is left:\n%s", target, r.stdout)
+				}
+				dry := rs.step(0, append([]string{"replay"}, append(target, "--dry-run")...)...)
+				if !strings.Contains(dry.stdout, "in payroll already through batch 2") || !strings.Contains(dry.stdout, "no pay parts would be created") {
+					t.Fatalf("replay %v --dry-run: want the skip named:\n%s", target, dry.stdout)
+				}
+			}
+			r := rs.step(0, "import", "../../deploy/examples/toggl.csv")
+			if !strings.Contains(r.stdout, "already imported as import 1") {
+				t.Fatalf("the same file again: %s", r.stdout)
+			}
+			rs.wantPayroll("after importing the same file again", imported)
+		})
+	}
+}
+
+// TestReplay_ForceSaysItPaysAgain: --force replays entries in payroll
+// through an earlier replay, and says so.
+func TestReplay_ForceSaysItPaysAgain(t *testing.T) {
+	rs := newReplaySteps(t)
+	rs.step(0, "import", "../../deploy/examples/toggl.csv")
+	rs.step(0, "revert", "1", "--yes")
+	rs.step(0, "replay", "1", "--yes")
+	r := rs.step(0, "replay", "1", "--yes", "--force")
+	if !strings.Contains(r.stdout, "--force") || !strings.Contains(r.stdout, "paid again") {
+		t.Fatalf("replay --force: want it to say it pays again:\n%s", r.stdout)
+	}
+	if n := len(rs.payroll()); n != 14 {
+		t.Fatalf("after replay --force payroll holds %d, want 14", n)
+	}
+}
+
+// TestReplay_InterruptedResumes: a replay interrupted after it committed
+// its batches, with its first create sent and its outcome unknown, is
+// finished by running the same command again: every pay part once, exit
+// 0, and the file imported again is a duplicate that exits 0.
+func TestReplay_InterruptedResumes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		revert []string
+		target []string
+	}{
+		{"batch", []string{"1"}, []string{"1"}},
+		{"import", []string{"--import", "1"}, []string{"--import", "1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := newReplaySteps(t, "PAYSYNC_BATCH_SIZE", "3")
+			rs.step(0, "import", "../../deploy/examples/toggl.csv")
+			imported := rs.payroll()
+			rs.step(0, append([]string{"revert", "--yes"}, tc.revert...)...)
+			left := rs.payroll()
+
+			// The first create is executed and its answer held back; the
+			// replay is interrupted while it waits.
+			rs.s.sb.SetFaults(sandbox.Fault{Kind: sandbox.FaultTimeoutAfterCommit, Op: "create_pay_parts", Times: 1, Delay: time.Minute})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan result, 1)
+			go func() {
+				var out, errb bytes.Buffer
+				lookup := func(k string) (string, bool) { v, ok := rs.env[k]; return v, ok }
+				args := append([]string{"replay", "--yes"}, tc.target...)
+				code := run(ctx, args, stdio{in: strings.NewReader(""), out: &out, err: &errb}, lookup)
+				done <- result{code, out.String(), errb.String()}
+			}()
+			deadline := time.Now().Add(30 * time.Second)
+			for rs.s.sb.PayPartCount() == len(left) {
+				if time.Now().After(deadline) {
+					t.Fatal("the replay sent nothing in 30 s")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			cancel()
+			r := <-done
+			if r.code == 0 {
+				t.Fatalf("the interrupted replay exited 0:\n%s%s", r.stdout, r.stderr)
+			}
+			rs.s.sb.SetFaults()
+
+			r = rs.step(0, append([]string{"replay", "--yes"}, tc.target...)...)
+			rs.wantPayroll("after the replay ran again", imported)
+			if !strings.Contains(r.stdout, "nothing left to replay") {
+				t.Fatalf("replay again: want 'nothing left to replay':\n%s", r.stdout)
+			}
+			rs.step(0, append([]string{"replay", "--yes"}, tc.target...)...)
+			rs.wantPayroll("after a third run", imported)
+			r = rs.step(0, "import", "../../deploy/examples/toggl.csv")
+			if !strings.Contains(r.stdout, "already imported as import 1") {
+				t.Fatalf("the same file again: %s", r.stdout)
+			}
+			rs.wantPayroll("after importing the same file again", imported)
+		})
+	}
+}
+
+// TestReplay_RedrivesRejectedSource: a file the inbox refused as a whole
+// (its rules could not place anyone) is re-driven by `replay --import ID`
+// once the rules are fixed: its stored input is imported again as a new
+// import, and its pay parts land once; running it again, or importing the
+// same file, changes nothing and exits 0.
+func TestReplay_RedrivesRejectedSource(t *testing.T) {
+	rs := newReplaySteps(t)
+	in := filepath.Join(t.TempDir(), "inbox")
+	if err := os.Mkdir(in, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("../../deploy/examples/toggl.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(in, "toggl.csv"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Wrong rules: the default ones, which know nobody's email.
+	daemon := with(rs.env, "PAYSYNC_INBOX", in)
+	delete(daemon, "PAYSYNC_MAPPING")
+	r := runInProcess(t, daemon, "run", "--once")
+	if r.code != 0 || !strings.Contains(r.stdout, "1 failed") {
+		t.Fatalf("run --once: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var srcs []struct {
+		ID     int64  `json:"id"`
+		Status string `json:"status"`
+	}
+	r = rs.step(0, "imports", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &srcs); err != nil || len(srcs) != 1 || srcs[0].Status != "rejected" {
+		t.Fatalf("imports --json = %s (%v), want one rejected source", r.stdout, err)
+	}
+	rs.wantPayroll("after the refused file", nil)
+
+	dry := rs.step(0, "replay", "--import", "1", "--dry-run")
+	if !strings.Contains(dry.stdout, "pay parts that would be created") {
+		t.Fatalf("replay --dry-run of the rejected source:\n%s", dry.stdout)
+	}
+	rs.wantPayroll("after the dry run", nil)
+
+	rs.step(0, "replay", "--import", "1", "--yes")
+	want := rs.payroll()
+	if len(want) != 7 {
+		t.Fatalf("re-drive: payroll holds %d, want the 7 of toggl.csv", len(want))
+	}
+	rs.step(0, "replay", "--import", "1", "--yes")
+	rs.wantPayroll("after the re-drive ran again", want)
+	r = rs.step(0, "import", "../../deploy/examples/toggl.csv")
+	if !strings.Contains(r.stdout, "already imported") {
+		t.Fatalf("the same file again: %s", r.stdout)
+	}
+	rs.wantPayroll("after importing the same file", want)
+}
