@@ -17,8 +17,8 @@ type Metrics struct {
 	reg *prometheus.Registry
 
 	Entries      *prometheus.CounterVec   // entries by source kind and outcome
-	PayParts     *prometheus.CounterVec   // pay parts by outcome (created, deleted, rejected, reconciled)
-	Batches      *prometheus.CounterVec   // batch outcomes
+	PayParts     *prometheus.CounterVec   // pay parts by outcome (ObserveBatch, ObservePayParts)
+	Batches      *prometheus.CounterVec   // batch outcomes (ObserveBatch)
 	APILatency   *prometheus.HistogramVec // payroll API calls by operation and status
 	TokenRefresh prometheus.CounterFunc
 	PendingParts prometheus.GaugeFunc
@@ -49,9 +49,9 @@ func New(f Funcs) *Metrics {
 		Entries: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "paysync_entries_total",
 			Help: "Timesheet entries received, by source (nats, file) and outcome (committed, duplicate, rejected)."}, []string{"source", "outcome"}),
 		PayParts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "paysync_pay_parts_total",
-			Help: "Pay parts by outcome: created (incl. reconciled), reconciled, deleted, failed."}, []string{"outcome"}),
+			Help: "Pay parts by outcome: created (incl. reconciled), reconciled, deleted, split (moved into halves), failed (in batches that became failed), rejected (refused by the payroll API for good)."}, []string{"outcome"}),
 		Batches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "paysync_batches_total",
-			Help: "Batch outcomes: created, reconciled, split, failed, deleted."}, []string{"outcome"}),
+			Help: "Batch outcomes: created (create calls that succeeded), reconciled, split, deleted, failed (batches that ran out of attempts, each counted once when it becomes failed, not per retry), recovered (failed batches created after all)."}, []string{"outcome"}),
 		APILatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "paysync_api_request_duration_seconds",
 			Help:    "Payroll API calls by operation and status (HTTP status, or the error class).",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}, []string{"operation", "status"}),
@@ -66,7 +66,31 @@ func New(f Funcs) *Metrics {
 		Ready: prometheus.NewGauge(prometheus.GaugeOpts{Name: "paysync_ready", Help: "1 when /readyz answers ready."}),
 	}
 	reg.MustRegister(m.Entries, m.PayParts, m.Batches, m.APILatency, m.TokenRefresh, m.PendingParts, m.ConsumerLag, m.InboxFiles, m.Ready)
+	// The outcomes worth alerting on exist from the start (at 0), so that
+	// increase() sees their first one.
+	for _, o := range []string{"failed", "recovered"} {
+		m.Batches.WithLabelValues(o)
+	}
+	for _, o := range []string{"failed", "rejected"} {
+		m.PayParts.WithLabelValues(o)
+	}
 	return m
+}
+
+// ObserveBatch records a batch outcome with its number of pay parts (the
+// worker's Deliverer.OnBatch). payParts 0 counts the batch only (a
+// recovered batch's pay parts count as created).
+func (m *Metrics) ObserveBatch(outcome string, payParts int) {
+	m.Batches.WithLabelValues(outcome).Inc()
+	if payParts > 0 {
+		m.PayParts.WithLabelValues(outcome).Add(float64(payParts))
+	}
+}
+
+// ObservePayParts records pay parts with an outcome of their own, not a
+// batch's (Deliverer.OnPayParts): rejected.
+func (m *Metrics) ObservePayParts(outcome string, n int) {
+	m.PayParts.WithLabelValues(outcome).Add(float64(n))
 }
 
 // ObserveCall records one payroll API call.

@@ -65,3 +65,46 @@ func TestMetrics_Handler(t *testing.T) {
 		t.Errorf("/readyz with NATS down = %d %q", code, body)
 	}
 }
+
+// Batch and pay-part outcomes land where the runbook says: a rejected pay
+// part is no batch; a recovered batch adds no pay parts (they count as
+// created); failed, recovered and rejected are exported from the start.
+func TestMetrics_Outcomes(t *testing.T) {
+	m := metrics.New(metrics.Funcs{})
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	_, body := get(t, srv.URL+"/metrics")
+	for _, want := range []string{
+		`paysync_batches_total{outcome="failed"} 0`,
+		`paysync_batches_total{outcome="recovered"} 0`,
+		`paysync_pay_parts_total{outcome="failed"} 0`,
+		`paysync_pay_parts_total{outcome="rejected"} 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics before any outcome lacks %q", want)
+		}
+	}
+	m.ObserveBatch("created", 100)
+	m.ObserveBatch("failed", 40)
+	m.ObserveBatch("recovered", 0)
+	m.ObservePayParts("rejected", 1)
+	m.ObservePayParts("rejected", 1)
+	_, body = get(t, srv.URL+"/metrics")
+	for _, want := range []string{
+		`paysync_batches_total{outcome="created"} 1`,
+		`paysync_pay_parts_total{outcome="created"} 100`,
+		`paysync_batches_total{outcome="failed"} 1`,
+		`paysync_pay_parts_total{outcome="failed"} 40`,
+		`paysync_batches_total{outcome="recovered"} 1`,
+		`paysync_pay_parts_total{outcome="rejected"} 2`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	for _, unwanted := range []string{`paysync_batches_total{outcome="rejected"}`, `paysync_pay_parts_total{outcome="recovered"}`} {
+		if strings.Contains(body, unwanted) {
+			t.Errorf("/metrics has %q", unwanted)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/paysync/paysync"
@@ -52,7 +53,7 @@ type Stats struct {
 	Deleted    int // pay parts deleted by a revert
 	Gone       int // pay parts already deleted by someone else
 	Attempts   int // create/delete calls
-	Failed     int // batches that ran out of attempts
+	Failed     int // batches that ran out of attempts (each once)
 }
 
 // Deliverer sends batches and reverts them, following the ledger-first rule.
@@ -60,7 +61,7 @@ type Deliverer struct {
 	L           Ledger
 	P           Payroll
 	Log         *slog.Logger
-	MaxAttempts int                                              // per batch, for not-applied failures (default 8)
+	MaxAttempts int                                              // not-applied answers per batch before it is failed (default 8); see deliverBatch
 	DeleteChunk int                                              // pay part ids per delete_pay_parts call (default 100)
 	Sleep       func(ctx context.Context, d time.Duration) error // default: a timer that honours ctx
 	OnProgress  func(created int)                                // called after each batch outcome
@@ -69,11 +70,21 @@ type Deliverer struct {
 	Limiter interface {
 		Wait(ctx context.Context) error
 	}
-	// OnBatch, when set, observes outcomes ("created", "failed", "split",
-	// "reconciled", "deleted") with their number of pay parts, for metrics.
+	// OnBatch, when set, observes batch outcomes with their number of pay
+	// parts, for metrics: "created", "reconciled", "split", "deleted",
+	// "failed" (a batch ran out of attempts: counted when it becomes
+	// failed, not again while it stays failed, retries and restarts
+	// included) and "recovered" (a failed batch was created after all; 0
+	// pay parts: they count as created).
 	OnBatch func(outcome string, payParts int)
+	// OnPayParts, when set, observes pay-part outcomes that are no batch's
+	// outcome: "rejected" (refused by the API for good).
+	OnPayParts func(outcome string, n int)
+	// Now is the clock of failed batches' backoff (default time.Now).
+	Now func() time.Time
 
 	Stats       Stats
+	failing     failing // batches this deliverer saw fail, and when each is due again
 	snapshotted map[string]bool
 	ahead       *readAhead // the next batch, read while a call is in flight
 	begun       *begun     // the next batch, its attempt recorded with the last one's result
@@ -198,6 +209,86 @@ func backoff(attempt int, retryAfter time.Duration) time.Duration {
 	return max(d, retryAfter)
 }
 
+// A failed batch is tried again (one attempt) after failedBackoff: 30 s
+// doubling per failed round up to 10 min, of which a random time in the
+// upper half (15–30 s, …, 5–10 min: jitter, so that batches failed
+// together are not retried together), and never before the server's
+// Retry-After (capped at 15 min: a broken proxy must not park a batch for
+// hours).
+const (
+	failedBackoffMin = 30 * time.Second
+	failedBackoffMax = 10 * time.Minute
+	maxRetryAfter    = 15 * time.Minute
+)
+
+func failedBackoff(round int, retryAfter time.Duration) time.Duration {
+	ceil := min(failedBackoffMin<<min(round-1, 10), failedBackoffMax)
+	d := ceil/2 + time.Duration(rand.Int64N(int64(ceil/2)+1))
+	return max(d, min(retryAfter, maxRetryAfter))
+}
+
+// failing is the batches a Deliverer saw run out of attempts, with when
+// each may be tried again. The pipeline's loop reads it while a company's
+// worker writes it, hence the lock.
+type failing struct {
+	mu sync.Mutex
+	m  map[int64]failedBatch
+}
+
+type failedBatch struct {
+	rounds int       // rounds of attempts that failed
+	due    time.Time // not tried again before
+}
+
+// fail records a failed round of batch id and returns how many rounds of
+// it failed here.
+func (f *failing) fail(id int64, now time.Time, retryAfter time.Duration) failedBatch {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil {
+		f.m = map[int64]failedBatch{}
+	}
+	fb := f.m[id]
+	fb.rounds++
+	fb.due = now.Add(failedBackoff(fb.rounds, retryAfter))
+	f.m[id] = fb
+	return fb
+}
+
+func (f *failing) forget(id int64) (was bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, was = f.m[id]
+	delete(f.m, id)
+	return was
+}
+
+func (f *failing) get(id int64) (failedBatch, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fb, ok := f.m[id]
+	return fb, ok
+}
+
+// waiting reports whether batch id failed here and its backoff runs.
+func (f *failing) waiting(id int64, now time.Time) bool {
+	fb, ok := f.get(id)
+	return ok && now.Before(fb.due)
+}
+
+// next returns the earliest due time after now.
+func (f *failing) next(now time.Time) (time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var at time.Time
+	for _, fb := range f.m {
+		if fb.due.After(now) && (at.IsZero() || fb.due.Before(at)) {
+			at = fb.due
+		}
+	}
+	return at, !at.IsZero()
+}
+
 // Recover finishes what a previous run left in flight: batches left
 // sending are reconciled, reverts left half done are finished. It runs
 // before any new work.
@@ -232,7 +323,9 @@ func (d *Deliverer) Recover(ctx context.Context) error {
 
 // Deliver sends the given batches (and the batches they split into) in
 // order. It stops at the first revocation or context end; other failures
-// leave a batch failed and go on with the next.
+// leave a batch failed and go on with the next. It tries every batch it is
+// given, failed ones included: when to try a failed batch again is the
+// caller's choice (the pipeline waits for its backoff).
 func (d *Deliverer) Deliver(ctx context.Context, batchIDs []int64) error {
 	d.init()
 	queue := append([]int64(nil), batchIDs...)
@@ -250,6 +343,26 @@ func (d *Deliverer) Deliver(ctx context.Context, batchIDs []int64) error {
 		queue = append(children, queue...)
 	}
 	return nil
+}
+
+// retryDue reports whether batch id may be sent now: false while a
+// failed batch's backoff runs (it failed here, and its next try is later).
+// The pipeline's loop calls it beside the company's worker: it reads only
+// the lock-guarded failing set.
+func (d *Deliverer) retryDue(id int64) bool {
+	return !d.failing.waiting(id, d.now())
+}
+
+// nextRetry returns when the first failed batch whose backoff runs is due.
+func (d *Deliverer) nextRetry() (time.Time, bool) {
+	return d.failing.next(d.now())
+}
+
+func (d *Deliverer) now() time.Time {
+	if d.Now == nil {
+		return time.Now()
+	}
+	return d.Now()
 }
 
 // prepare gets ready to send to company: its snapshot, once per run.
@@ -310,7 +423,30 @@ func pendingItems(items []ledger.Item) []ledger.Item {
 // the batch fails, or it splits (the children are returned). next, when
 // not 0, is the batch to send after it: read while this one's call is in
 // flight.
-func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) ([]int64, error) {
+//
+// A round of a batch ends failed after MaxAttempts not-applied answers;
+// only those count (an ambiguous attempt is reconciled and sent again, a
+// revoked one stops everything and leaves the batch as it was), and only
+// in this round: a new run tries a failed batch again with a full round.
+// A batch this deliverer saw fail gets one attempt a round: the pipeline
+// spaces those rounds (failedBackoff).
+func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) (children []int64, err error) {
+	var (
+		company   string
+		tries     int // not-applied answers in this round
+		limit     = d.MaxAttempts
+		wasFailed bool   // the batch was failed when the round began
+		end       string // its state when the round ended (no error)
+		first     = true
+	)
+	if _, ok := d.failing.get(id); ok {
+		limit = 1
+	}
+	defer func() {
+		if err == nil && end != "" {
+			d.settled(id, company, end, wasFailed)
+		}
+	}()
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -334,8 +470,13 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) ([]int64, 
 			if err != nil {
 				return nil, err
 			}
+			if first {
+				wasFailed = b.State == ledger.BatchFailed
+			}
+			first, company = false, b.CompanyID
 			switch b.State {
 			case ledger.BatchCreated, ledger.BatchSplit, ledger.BatchReverting, ledger.BatchReverted:
+				end = b.State
 				return nil, nil
 			case ledger.BatchSending:
 				if err := d.reconcile(ctx, id, b.CompanyID); err != nil {
@@ -345,14 +486,11 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) ([]int64, 
 			}
 			pending = pendingItems(items)
 			if len(pending) == 0 {
+				end = ledger.BatchCreated
 				return nil, d.L.RecordCreated(ctx, id, 0, nil, "")
 			}
-			if b.State == ledger.BatchFailed {
-				// A new run tries a failed batch again from the start.
-				if err := d.L.SetBatchState(ctx, id, ledger.BatchPending, b.LastError); err != nil {
-					return nil, err
-				}
-			}
+			// A failed batch stays failed until an attempt begins (the
+			// attempt makes it sending).
 			if err := d.ensureSnapshot(ctx, b.CompanyID); err != nil {
 				return nil, err
 			}
@@ -365,6 +503,7 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) ([]int64, 
 				return nil, err
 			}
 		}
+		first, company = false, b.CompanyID
 		inputs := make([]paysync.PayPartInput, len(pending))
 		for i, it := range pending {
 			inputs[i] = it.PayPartInput
@@ -398,6 +537,7 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) ([]int64, 
 			d.observe("created", len(created))
 			d.progress()
 			if done {
+				end = ledger.BatchCreated
 				return nil, nil // every item created: the batch is created
 			}
 			continue
@@ -412,34 +552,31 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) ([]int64, 
 		msg := pe.Error()
 		switch pe.Class {
 		case payroll.NotApplied:
+			tries++
 			state := ledger.BatchPending
-			if b.Attempts+1 >= d.MaxAttempts {
+			if tries >= limit {
 				state = ledger.BatchFailed
 			}
 			if err := d.L.EndAttempt(ctx, att, "not_applied", pe.StatusCode, msg, state); err != nil {
 				return nil, err
 			}
 			if state == ledger.BatchFailed {
-				d.Stats.Failed++
-				d.observe("failed", len(pending))
-				d.Log.Warn("batch failed: attempts exhausted", "batch", id, "attempts", b.Attempts+1, "err", msg)
+				d.failed(b, len(pending), tries, wasFailed, pe)
 				return nil, nil
 			}
-			if err := d.Sleep(ctx, backoff(b.Attempts, pe.RetryAfter)); err != nil {
+			if err := d.Sleep(ctx, backoff(tries-1, pe.RetryAfter)); err != nil {
 				return nil, err
 			}
 		case payroll.Rejected:
 			switch {
 			case pe.Index >= 0 && pe.Index < len(pending):
-				if err := d.L.RejectItems(ctx, id, att, map[int64]string{pending[pe.Index].ID: pe.Reason}); err != nil {
+				if err := d.reject(ctx, b, att, pending[pe.Index], pe.Reason); err != nil {
 					return nil, err
 				}
-				d.Stats.Rejected++
 			case len(pending) == 1:
-				if err := d.L.RejectItems(ctx, id, att, map[int64]string{pending[0].ID: pe.Reason}); err != nil {
+				if err := d.reject(ctx, b, att, pending[0], pe.Reason); err != nil {
 					return nil, err
 				}
-				d.Stats.Rejected++
 			default:
 				// The server did not say which item: isolate it by halves.
 				half := len(pending) / 2
@@ -451,8 +588,13 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) ([]int64, 
 						c = append(c, it.ID)
 					}
 				}
+				d.Log.Debug("batch refused without naming the pay part: splitting it in halves to find it", "batch", id, "pay_parts", len(pending), "reason", pe.Reason)
 				d.observe("split", len(pending))
-				return d.L.SplitBatch(ctx, id, att, msg, [][]int64{a, c})
+				children, err := d.L.SplitBatch(ctx, id, att, msg, [][]int64{a, c})
+				if err == nil {
+					end = ledger.BatchSplit
+				}
+				return children, err
 			}
 		case payroll.Ambiguous:
 			if err := d.L.EndAttempt(ctx, att, "ambiguous", pe.StatusCode, msg, ""); err != nil {
@@ -462,12 +604,69 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) ([]int64, 
 				return nil, err
 			}
 		case payroll.Revoked:
-			if err := d.L.EndAttempt(ctx, att, "revoked", 0, msg, ledger.BatchPending); err != nil {
+			// Not the batch's fault: it stays as it was (pending, or failed),
+			// and the attempt counts towards nothing.
+			state := ledger.BatchPending
+			if wasFailed {
+				state = ledger.BatchFailed
+			}
+			if err := d.L.EndAttempt(ctx, att, "revoked", 0, msg, state); err != nil {
 				return nil, err
 			}
 			return nil, err
 		}
 	}
+}
+
+// failed reports a round of batch b that ran out of attempts: said and
+// counted once, when the batch becomes failed; a failed batch failing
+// again is no news (debug), except once per run for one failed by an
+// earlier run (info). The pipeline tries it again after its backoff.
+func (d *Deliverer) failed(b ledger.Batch, payParts, tries int, wasFailed bool, pe *payroll.Error) {
+	fb := d.failing.fail(b.ID, d.now(), pe.RetryAfter)
+	if fb.rounds == 1 {
+		d.Stats.Failed++
+	}
+	args := []any{"batch", b.ID, "company", b.CompanyID, "pay_parts", payParts, "attempts", tries, "err", pe.Error()}
+	switch {
+	case !wasFailed:
+		d.observe("failed", payParts)
+		d.Log.Warn("batch failed", args...)
+	case fb.rounds == 1:
+		d.Log.Info("batch still failed", args...)
+	default:
+		d.Log.Debug("batch still failed", args...)
+	}
+}
+
+// settled notes how a round of batch id ended: a failed batch that is now
+// created has recovered (said and counted once); one that split or was
+// reverted is no longer this deliverer's to retry.
+func (d *Deliverer) settled(id int64, company, state string, wasFailed bool) {
+	if state == ledger.BatchFailed {
+		return
+	}
+	known := d.failing.forget(id)
+	if state == ledger.BatchCreated && (wasFailed || known) {
+		d.observe("recovered", 0)
+		d.Log.Info("batch recovered", "batch", id, "company", company)
+	}
+}
+
+// reject records that the API refused item of batch b for good: a reject
+// of its entries, a warning naming it (employee and code, the server's
+// reason, which is secret-free), and the rejected count.
+func (d *Deliverer) reject(ctx context.Context, b ledger.Batch, att int64, item ledger.Item, reason string) error {
+	if err := d.L.RejectItems(ctx, b.ID, att, map[int64]string{item.ID: reason}); err != nil {
+		return err
+	}
+	d.Stats.Rejected++
+	if d.OnPayParts != nil {
+		d.OnPayParts("rejected", 1)
+	}
+	d.Log.Warn("pay part rejected by the payroll API", "batch", b.ID, "import", b.SourceID, "company", b.CompanyID,
+		"pay_part", item.ID, "employee_id", item.EmployeeID, "code", item.Code, "reason", reason)
+	return nil
 }
 
 func (d *Deliverer) observe(outcome string, n int) {

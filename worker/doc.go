@@ -9,8 +9,10 @@
 // classified by the payroll client:
 //
 //   - not applied: retried with exponential backoff and jitter, honouring
-//     Retry-After, at most MaxAttempts times; then the batch is failed
-//     (its pay parts stay pending and are retried on the next run);
+//     Retry-After, at most MaxAttempts times per try (ambiguous and revoked
+//     attempts don't count); then the batch is failed: its pay parts stay
+//     pending, the next run tries it again, and the daemon's Pipeline does
+//     so itself after a backoff (failedBackoff);
 //   - rejected: the offending item (or, when the server does not say which,
 //     each half of the batch) is isolated so that the good items are still
 //     created;

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/paysync/paysync/ledger"
+	"github.com/paysync/paysync/payroll"
 )
 
 // PipelineLedger is what the sending loop needs beyond delivery.
@@ -20,7 +21,6 @@ type PipelineLedger interface {
 	OpenHeads(ctx context.Context) (map[string]int64, error)
 	OpenAfter(ctx context.Context, company string, from int64, limit int) ([]int64, error)
 	Lingering(ctx context.Context) (map[string]time.Time, error)
-	SealedPendingAfter(ctx context.Context, company string, after int64, limit int) ([]int64, error)
 }
 
 var _ PipelineLedger = (*ledger.Ledger)(nil)
@@ -36,6 +36,11 @@ var _ PipelineLedger = (*ledger.Ledger)(nil)
 // InFlight bounds the calls on the wire, not the workers: a call holds its
 // slot only while it is out, so while one company records its last result
 // and begins its next batch, another company's call uses the slot.
+//
+// A batch that ran out of attempts (failed) is not tried again at once: a
+// worker passes over it until its backoff has run (capped exponential with
+// jitter, never before the server's Retry-After; see failedBackoff), then
+// gives it one attempt. The company's other batches go on meanwhile.
 type Pipeline struct {
 	L        PipelineLedger
 	D        *Deliverer    // the template: each company gets its own copy
@@ -43,6 +48,7 @@ type Pipeline struct {
 	Tick     time.Duration // how often to look (default Linger/4, at least 20ms)
 	InFlight int           // payroll calls in flight at once (default 4); one at a time per company
 	Log      *slog.Logger
+	Now      func() time.Time // the clock of failed batches' backoff (default time.Now)
 
 	revoked atomic.Bool
 	wake    chan struct{}
@@ -52,10 +58,15 @@ type Pipeline struct {
 	gate    *callGate     // the calls in flight, shared by the company workers
 	workers sync.WaitGroup
 
-	mu   sync.Mutex
-	perC map[string]*Deliverer
-	busy map[string]bool // companies with a worker running
-	errs []error         // workers' failures since the last look
+	mu    sync.Mutex
+	perC  map[string]*Deliverer
+	busy  map[string]bool // companies with a worker running
+	again map[string]bool // companies a look passed over because their worker ran
+	errs  []error         // workers' failures since the last look
+	// failures counts the failed looks since delivery last worked: the
+	// loop's pause grows with it, and only the first is a warning.
+	failures int
+	failKind string // what they are: "revoked" or "failed"
 }
 
 // Stats sums what the per-company deliverers did.
@@ -85,7 +96,7 @@ func (p *Pipeline) deliverer(company string) *Deliverer {
 	d := p.perC[company]
 	if d == nil {
 		d = &Deliverer{L: p.D.L, P: p.gate, Log: p.D.Log, MaxAttempts: p.D.MaxAttempts, DeleteChunk: p.D.DeleteChunk,
-			Sleep: p.D.Sleep, Limiter: p.D.Limiter, OnBatch: p.D.OnBatch}
+			Sleep: p.D.Sleep, Limiter: p.D.Limiter, OnBatch: p.D.OnBatch, OnPayParts: p.D.OnPayParts, Now: p.Now}
 		p.perC[company] = d
 	}
 	return d
@@ -118,6 +129,9 @@ func (p *Pipeline) Init() {
 	if p.Log == nil {
 		p.Log = slog.New(slog.DiscardHandler)
 	}
+	if p.Now == nil {
+		p.Now = time.Now
+	}
 	if p.wake == nil {
 		p.wake = make(chan struct{}, 1)
 	}
@@ -133,6 +147,9 @@ func (p *Pipeline) Init() {
 	if p.busy == nil {
 		p.busy = map[string]bool{}
 	}
+	if p.again == nil {
+		p.again = map[string]bool{}
+	}
 }
 
 // Stop asks Run to return once its workers have finished the batch they
@@ -143,10 +160,13 @@ func (p *Pipeline) Stop() {
 	p.once.Do(func() { close(p.stop) })
 }
 
-// Run loops until ctx ends or Stop. Failures are logged and retried on a
-// later look; a revoked token pauses sending (everything stays pending)
-// and is retried every 30 s, so that a re-connected account resumes by
-// itself.
+// Run loops until ctx ends or Stop. Failures are retried on a later look,
+// after a pause that doubles from 1 s to 30 s while they last and is never
+// shorter than the server's Retry-After; a revoked token pauses sending
+// (everything stays pending) and is retried every 30 s, so that a
+// re-connected account resumes by itself. A run of failures is logged
+// once when it begins (and when its kind changes), and once when delivery
+// works again.
 func (p *Pipeline) Run(ctx context.Context) error {
 	p.Init()
 	defer p.workers.Wait()
@@ -170,7 +190,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			resetTimer(t, time.Until(pauseUntil))
 			continue
 		}
-		err := p.look(ctx, p.Linger)
+		open, err := p.look(ctx, p.Linger)
 		if err == nil {
 			err = p.takeErrs()
 		}
@@ -178,18 +198,18 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if errors.Is(err, ErrRevoked) {
-				p.revoked.Store(true)
-				pauseUntil = time.Now().Add(30 * time.Second)
-				p.Log.Error("payroll connection revoked: sending paused, everything stays pending", "err", err)
-			} else {
-				p.Log.Warn("delivery failed; retrying on the next look", "err", err)
-				pauseUntil = time.Now().Add(time.Second)
-			}
+			pauseUntil = time.Now().Add(p.failedLook(err))
 			resetTimer(t, time.Until(pauseUntil))
 			continue
 		}
 		p.revoked.Store(false)
+		if open == 0 {
+			p.endFailures() // nothing left to fail
+		}
+		// The first failed batch whose backoff ends is due then.
+		if at, ok := p.nextRetry(); ok {
+			next = min(next, max(at.Sub(p.Now()), 0))
+		}
 		if lingering, err := p.L.Lingering(ctx); err == nil {
 			for company, at := range lingering {
 				next = min(next, max(time.Until(at.Add(p.Linger)), 0))
@@ -209,6 +229,66 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		}
 		resetTimer(t, next)
 	}
+}
+
+// failedLook counts and reports a failed look and returns the pause
+// before the next one.
+func (p *Pipeline) failedLook(err error) time.Duration {
+	revoked := errors.Is(err, ErrRevoked)
+	kind := "failed"
+	if revoked {
+		kind = "revoked"
+	}
+	p.mu.Lock()
+	p.failures++
+	n, changed := p.failures, p.failKind != kind
+	p.failKind = kind
+	p.mu.Unlock()
+	if revoked {
+		p.revoked.Store(true)
+		if changed {
+			p.Log.Error("payroll connection revoked: sending paused, everything stays pending", "err", err)
+		} else {
+			p.Log.Debug("payroll connection still revoked", "err", err)
+		}
+		return 30 * time.Second
+	}
+	var ra time.Duration
+	if pe := (*payroll.Error)(nil); errors.As(err, &pe) {
+		ra = min(pe.RetryAfter, maxRetryAfter)
+	}
+	wait := max(min(time.Second<<min(n-1, 5), 30*time.Second), ra)
+	if changed {
+		p.Log.Warn("delivery failed; retrying", "err", err, "retry_in", wait.String())
+	} else {
+		p.Log.Debug("delivery failed again; retrying", "err", err, "failures", n, "retry_in", wait.String())
+	}
+	return wait
+}
+
+// endFailures ends a run of failed looks: delivery works (or has nothing
+// left to do), and the next failure is news again.
+func (p *Pipeline) endFailures() {
+	p.mu.Lock()
+	n := p.failures
+	p.failures, p.failKind = 0, ""
+	p.mu.Unlock()
+	if n > 0 {
+		p.Log.Info("delivery works again", "failed_looks", n)
+	}
+}
+
+// nextRetry returns when the first failed batch whose backoff runs is due.
+func (p *Pipeline) nextRetry() (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var first time.Time
+	for _, d := range p.perC {
+		if at, ok := d.nextRetry(); ok && (first.IsZero() || at.Before(first)) {
+			first = at
+		}
+	}
+	return first, !first.IsZero()
 }
 
 func resetTimer(t *time.Timer, d time.Duration) {
@@ -241,8 +321,9 @@ func (p *Pipeline) takeErrs() error {
 }
 
 // look seals what lingered at least linger (0: everything) and starts a
-// worker for every company with sealed open batches that has none.
-func (p *Pipeline) look(ctx context.Context, linger time.Duration) error {
+// worker for every company with sealed open batches that has none. It
+// returns how many companies have sealed open batches.
+func (p *Pipeline) look(ctx context.Context, linger time.Duration) (int, error) {
 	p.Init()
 	// Both reads run beside intake (the ledger's read pool); the writer is
 	// taken only when something is due. A look follows every intake
@@ -250,16 +331,16 @@ func (p *Pipeline) look(ctx context.Context, linger time.Duration) error {
 	// per company, and a short list for each company without a worker.
 	due, err := p.L.SealDueAny(ctx, linger)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if due {
 		if err := p.L.SealDue(ctx, linger); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	heads, err := p.L.OpenHeads(ctx)
 	if err != nil || len(heads) == 0 {
-		return err
+		return 0, err
 	}
 	companies := make([]string, 0, len(heads))
 	for c := range heads {
@@ -271,6 +352,7 @@ func (p *Pipeline) look(ctx context.Context, linger time.Duration) error {
 	for _, c := range companies {
 		p.mu.Lock()
 		if p.busy[c] {
+			p.again[c] = true
 			p.mu.Unlock()
 			continue
 		}
@@ -281,12 +363,12 @@ func (p *Pipeline) look(ctx context.Context, linger time.Duration) error {
 			p.mu.Lock()
 			p.busy[c] = false
 			p.mu.Unlock()
-			return err
+			return len(heads), err
 		}
 		p.workers.Add(1)
 		go p.work(ctx, c, ids)
 	}
-	return nil
+	return len(heads), nil
 }
 
 // drainChunk is how many of a company's batches a worker takes at a time.
@@ -294,55 +376,83 @@ const drainChunk = 16
 
 // work is a company's worker: it waits for a worker slot, drains the
 // company (each call waiting for a call slot), and asks for a look when
-// done.
+// it did something, failed, or a look passed the company over meanwhile.
+// A worker that found only failed batches waiting for their backoff asks
+// for none: the loop would spin.
 func (p *Pipeline) work(ctx context.Context, company string, ids []int64) {
 	defer p.workers.Done()
 	var err error
+	var worked, progressed bool
 	select {
 	case p.sem <- struct{}{}:
-		err = p.drain(ctx, company, ids)
+		worked, progressed, err = p.drain(ctx, company, ids)
 		<-p.sem
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
 	p.mu.Lock()
 	p.busy[company] = false
+	again := p.again[company]
+	delete(p.again, company)
 	if err != nil {
 		p.errs = append(p.errs, err)
 	}
 	p.mu.Unlock()
-	p.Wake()
+	if progressed && err == nil {
+		p.endFailures()
+	}
+	if worked || again || err != nil {
+		p.Wake()
+	}
 }
 
 // drain delivers a company's batches, then keeps taking the ones sealed
 // meanwhile (full batches are sealed as intake fills them), so that a busy
-// company is not held back until the next look.
-func (p *Pipeline) drain(ctx context.Context, company string, ids []int64) error {
+// company is not held back until the next look. It passes over failed
+// batches whose backoff runs, and reports whether it sent anything
+// (worked) and whether anything was created or rejected (progressed).
+func (p *Pipeline) drain(ctx context.Context, company string, ids []int64) (worked, progressed bool, err error) {
 	d := p.deliverer(company)
+	before := d.Stats.Created + d.Stats.Rejected
+	defer func() { progressed = d.Stats.Created+d.Stats.Rejected > before }()
 	for len(ids) > 0 {
-		if err := d.Deliver(ctx, ids); err != nil {
-			return err
+		var due []int64
+		for _, id := range ids {
+			if d.retryDue(id) {
+				due = append(due, id)
+			}
+		}
+		if len(due) > 0 {
+			worked = true
+			if err := d.Deliver(ctx, due); err != nil {
+				return worked, false, err
+			}
 		}
 		select {
 		case <-p.stop:
-			return nil
+			return worked, false, nil
 		default:
 		}
-		more, err := p.L.SealedPendingAfter(ctx, company, ids[len(ids)-1], drainChunk)
+		// Every open batch after the last one, failed ones included, so
+		// that a failed batch whose backoff has run is not held back by
+		// others still waiting before it.
+		more, err := p.L.OpenAfter(ctx, company, ids[len(ids)-1]+1, drainChunk)
 		if err != nil {
-			return err
+			return worked, false, err
 		}
 		ids = more
 	}
-	return nil
+	return worked, false, nil
 }
 
 // Flush seals what lingered at least linger (0: everything) and delivers
 // every sealed open batch — companies in parallel (up to InFlight calls), each
 // company's batches in order — and returns when they are sent (for --once
-// and the last flush at shutdown; not while Run runs).
+// and the last flush at shutdown; not while Run runs). A failed batch
+// gets a round of attempts or, when this pipeline saw it fail, one attempt
+// if its backoff has run: Flush never waits for a backoff.
 func (p *Pipeline) Flush(ctx context.Context, linger time.Duration) error {
-	if err := p.look(ctx, linger); err != nil {
+	if _, err := p.look(ctx, linger); err != nil {
 		return err
 	}
 	p.workers.Wait()
