@@ -24,6 +24,31 @@
 // heuristic (a writer may pause longer than one poll interval); the rename is
 // the guarantee.
 //
+// A writer that pauses with its file open can still be read half-way, so
+// the inbox checks twice that what was imported is the whole file:
+//
+//   - after the import, before the move: the name must still lead to the
+//     same file (inode), of the same size and modification time, with the
+//     content the import read (a hash of the bytes read, compared with the
+//     file read again); and the file moved must be that file (one renamed
+//     into its place meanwhile is put back);
+//   - after the move: for a day, every poll looks at the files moved to
+//     processed/ or failed/ after their content was read. A writer that
+//     kept the file open writes into the moved file; such a file is moved
+//     back into the inbox. The records are files in the hidden folder
+//     .paysync-watch (WatchDir) inside the inbox, so another process (a
+//     restart, the next paysync run --once) keeps looking.
+//
+// A file that changed is logged at WARN, reported as OutcomeChanged (counted
+// as waiting), left in the inbox, and imported again, whole, once it has
+// settled. The import before holds what it read; importing the grown file
+// recognises those entries as already imported (the ledger knows them by id
+// and content; the presets derive ids from row content, numbering repeats in
+// file order, so the rows read before get the same ids again) and imports
+// the rest. The file's report (and, for a moved file, the report beside it)
+// says what happened. A line the pause cut in half may have been imported as
+// it was then: only the rename rules that out.
+//
 // A symbolic link is followed only when its target (after
 // [filepath.EvalSymlinks]) is inside the inbox; a link that leads outside,
 // or nowhere, is refused: the link itself is moved to failed/ with a report
@@ -37,11 +62,16 @@
 //   - the import failed (payroll API unreachable, connection revoked, the
 //     ledger, the context): the file stays where it is and is tried again
 //     at the next poll. A file is never moved unless its import committed;
+//   - the file is empty or not in a format paysync reads (no entry could
+//     be read, nothing was recorded), whatever the policy: failed/;
 //   - the file has problems and nothing was committed (policy
 //     all-or-nothing, the default: the caller configures the importer with
 //     AllOrNothing): failed/, with a report listing every problem;
 //   - the file has problems and the good entries were committed and sent
-//     (policy partial): processed/, with a report listing the rejects;
+//     (policy partial): processed/, with a report listing the rejects; if
+//     no entry of it was good: failed/;
+//   - the file changed after the import read it: left in the inbox (see
+//     above);
 //   - the same content was imported before: processed/ as a duplicate,
 //     with a report naming that import;
 //   - otherwise: processed/.
@@ -62,7 +92,8 @@
 // import still open), and the file is moved to processed/ as a duplicate.
 // Nothing is sent twice. The inbox's own memory (which files it has seen,
 // and how big) lives only in the process; after a restart every file waits
-// one more poll.
+// one more poll. The records of moved files are written before the move, so
+// a crash right after a move leaves the file watched.
 //
 // # Scheduling
 //

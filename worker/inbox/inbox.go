@@ -1,9 +1,12 @@
 package inbox
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -61,6 +64,11 @@ const (
 	OutcomeWaiting   = "waiting"   // new or still changing; looked at again next poll
 	OutcomeRefused   = "refused"   // a symbolic link leading outside the inbox; moved to failed/
 	OutcomeError     = "error"     // reading or importing failed; left in place for the next poll
+	// The file changed after its import read it (or was written to after
+	// it was moved, and was moved back): the import holds what was read;
+	// the file is in the inbox and is imported again, whole, once it
+	// settles. Counted as Waiting.
+	OutcomeChanged = "changed"
 )
 
 // Defaults of Config.
@@ -114,7 +122,7 @@ type FileResult struct {
 	Moved    string // path the file was moved to, "" when it was not
 	Report   string // path of the report, "" when none was written
 	ImportID int64  // the import (of the earlier import for a duplicate), 0 when none
-	Error    string // why, for OutcomeError
+	Error    string // why, for OutcomeError and OutcomeChanged
 }
 
 func (r *Result) add(f FileResult) {
@@ -125,7 +133,7 @@ func (r *Result) add(f FileResult) {
 		r.Failed++
 	case OutcomeDuplicate:
 		r.Duplicates++
-	case OutcomeWaiting:
+	case OutcomeWaiting, OutcomeChanged:
 		r.Waiting++
 	}
 	r.Files = append(r.Files, f)
@@ -147,6 +155,10 @@ type Inbox struct {
 
 	sem  chan struct{}   // held by the poll in progress
 	seen map[string]seen // guarded by sem: what the previous look found
+	// guarded by sem: what happened to a file of this name before, for its
+	// next report (an import that read it before it changed).
+	earlier map[string][]string
+	seed    maphash.Seed // hashes what an import read and the file afterwards
 
 	mu      sync.Mutex
 	cron    *cron.Cron
@@ -259,6 +271,8 @@ func New(cfg Config, im FileImporter) (*Inbox, error) {
 		im:       im,
 		sem:      make(chan struct{}, 1),
 		seen:     map[string]seen{},
+		earlier:  map[string][]string{},
+		seed:     maphash.MakeSeed(),
 	}
 	if in.log == nil {
 		in.log = slog.New(slog.DiscardHandler)
@@ -385,6 +399,13 @@ func (in *Inbox) Poll(ctx context.Context) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
+	// Files moved earlier that a writer kept open and wrote on into come
+	// back first, so that the looks below see them.
+	returned := map[string]bool{}
+	for _, fr := range in.checkMoved() {
+		res.add(fr)
+		returned[fr.Name] = true
+	}
 	if in.settle > 0 {
 		if _, _, err := in.look(); err != nil {
 			return res, err
@@ -402,7 +423,9 @@ func (in *Inbox) Poll(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	for _, name := range waiting {
-		res.add(FileResult{Name: name, Outcome: OutcomeWaiting})
+		if !returned[name] {
+			res.add(FileResult{Name: name, Outcome: OutcomeWaiting})
+		}
 	}
 	var errs []error
 	for _, c := range ready {
@@ -427,6 +450,7 @@ func (in *Inbox) Poll(ctx context.Context) (Result, error) {
 type candidate struct {
 	name   string
 	path   string
+	entry  fs.FileInfo // of the name in the inbox (os.Lstat): the link itself, for a link
 	info   fs.FileInfo // of the file read: the target, for a link
 	refuse string      // why the file is refused, for a link leading outside
 }
@@ -446,13 +470,14 @@ func (in *Inbox) look() (ready []candidate, waiting []string, err error) {
 			continue
 		}
 		c := candidate{name: name, path: filepath.Join(in.dir, name)}
+		entry, err := de.Info()
+		if err != nil {
+			continue // gone meanwhile
+		}
+		c.entry = entry
 		switch mode := de.Type(); {
 		case mode.IsRegular():
-			fi, err := de.Info()
-			if err != nil {
-				continue // gone meanwhile
-			}
-			c.info = fi
+			c.info = entry
 		case mode&fs.ModeSymlink != 0:
 			target, err := filepath.EvalSymlinks(c.path)
 			if err != nil {
@@ -492,6 +517,11 @@ func (in *Inbox) look() (ready []candidate, waiting []string, err error) {
 			delete(in.seen, name)
 		}
 	}
+	for name := range in.earlier {
+		if !present[name] {
+			delete(in.earlier, name)
+		}
+	}
 	return ready, waiting, nil
 }
 
@@ -525,10 +555,11 @@ func inside(root, path string) bool {
 var (
 	errChanged  = errors.New("changed while being read")
 	errTooLarge = errors.New("too large")
+	errReplaced = errors.New("replaced by another file while being moved")
 )
 
 // take imports one settled file and moves it. A file whose import did not
-// commit is never moved.
+// commit is never moved, nor is one that is no longer what its import read.
 func (in *Inbox) take(ctx context.Context, c candidate) (FileResult, error) {
 	fr := FileResult{Name: c.name}
 	if c.refuse != "" {
@@ -537,7 +568,7 @@ func (in *Inbox) take(ctx context.Context, c candidate) (FileResult, error) {
 		return in.finish(fr, c, OutcomeRefused, FailedDir, "", r)
 	}
 	size := c.info.Size()
-	rep, err := in.importFile(ctx, c)
+	rep, read, err := in.importFile(ctx, c)
 	switch {
 	case errors.Is(err, errChanged):
 		delete(in.seen, c.name) // it settles again from the next look
@@ -556,6 +587,12 @@ func (in *Inbox) take(ctx context.Context, c candidate) (FileResult, error) {
 		in.log.Warn("inbox: import failed; the file stays in the inbox for the next poll", "file", c.name, "err", err)
 		return fr, fmt.Errorf("inbox: import %s (left in the inbox for the next poll): %w", c.name, err)
 	}
+	// The import holds what it read. A writer that kept the file open may
+	// have written on since: such a file is not moved (nor is one put in
+	// its place) but imported again once it settles.
+	if why, now := in.recheck(c, read); why != "" {
+		return in.changed(fr, c, &rep, why, now), nil
+	}
 	fr.ImportID = rep.ImportID
 	problems := rep.ProblemList()
 	nProblems := rep.ProblemCount()
@@ -563,7 +600,7 @@ func (in *Inbox) take(ctx context.Context, c candidate) (FileResult, error) {
 		// The report lists the first ones; the ledger holds them all.
 		problems = append(problems, fmt.Errorf("… and %d more problems, not listed here: `paysync imports show %d` lists them all", rep.ProblemsOmitted, max(rep.ImportID, rep.RejectedAs)))
 	}
-	r := report{file: c.name, size: size, sizeKnown: true, rep: &rep, problems: problems}
+	r := report{file: c.name, size: size, sizeKnown: true, rep: &rep, problems: problems, read: true}
 	switch {
 	case rep.Duplicate:
 		when := ""
@@ -573,6 +610,12 @@ func (in *Inbox) take(ctx context.Context, c candidate) (FileResult, error) {
 		r.outcome = fmt.Sprintf("duplicate of import %d: the same content was imported before%s, so it was not imported again (pay parts of that import still unsent, after an interruption, were sent now)", rep.ImportID, when)
 		r.next = "nothing."
 		return in.finish(fr, c, OutcomeDuplicate, ProcessedDir, ".duplicate", r)
+	case rep.ImportID == 0 && rep.RejectedAs == 0 && rep.Entries == 0 && len(problems) > 0:
+		// Not even a rejected source was recorded: the file is empty or not
+		// a format paysync reads, whatever the policy.
+		r.outcome = "failed: the file could not be read as timesheets, so nothing of it was imported"
+		r.next = "check that it is a complete timesheet export (CSV with a header row, JSON or NDJSON; see the problem above), then drop it into the inbox again."
+		return in.finish(fr, c, OutcomeFailed, FailedDir, "", r)
 	case rep.ImportID == 0 && len(problems) > 0:
 		r.outcome = fmt.Sprintf("failed: the file has %s, so nothing of it was imported (policy %s)", count(nProblems, "problem"), AllOrNothing)
 		r.next = fixAndDropAgain
@@ -584,8 +627,20 @@ func (in *Inbox) take(ctx context.Context, c candidate) (FileResult, error) {
 		r.outcome = "failed: the importer committed nothing and reported no problem"
 		r.next = "look at paysync's log, then drop the file into the inbox again."
 		return in.finish(fr, c, OutcomeFailed, FailedDir, "", r)
+	case len(problems) > 0 && nothingGood(rep, nProblems):
+		// Committed with its rejects, but there was nothing good to import.
+		r.outcome = fmt.Sprintf("failed: nothing of the file could be imported; its %s are listed below (recorded as the rejects of import %d, policy %s)", count(nProblems, "problem"), rep.ImportID, in.policy)
+		r.next = fixAndDropAgain
+		if in.policy == AllOrNothing {
+			in.log.Warn("inbox: policy all-or-nothing, but the importer committed a file with problems; set the importer's AllOrNothing", "file", c.name, "import", rep.ImportID)
+		}
+		return in.finish(fr, c, OutcomeFailed, FailedDir, "", r)
 	case len(problems) > 0:
-		r.outcome = fmt.Sprintf("processed with rejects: the good entries were imported as import %d; the %s below were rejected (policy %s)", rep.ImportID, count(nProblems, "line"), Partial)
+		were := "were"
+		if nProblems == 1 {
+			were = "was"
+		}
+		r.outcome = fmt.Sprintf("processed with rejects: the good entries were imported as import %d; the %s below %s rejected (policy %s)", rep.ImportID, count(nProblems, "line"), were, Partial)
 		r.next = fixAndDropAgain
 		if in.policy == AllOrNothing {
 			in.log.Warn("inbox: policy all-or-nothing, but the importer committed part of a file with problems; set the importer's AllOrNothing", "file", c.name, "import", rep.ImportID)
@@ -596,6 +651,13 @@ func (in *Inbox) take(ctx context.Context, c candidate) (FileResult, error) {
 		r.next = fmt.Sprintf("nothing. `paysync imports show %d` shows the import and its batches.", rep.ImportID)
 		return in.finish(fr, c, OutcomeProcessed, ProcessedDir, "", r)
 	}
+}
+
+// nothingGood reports whether a committed import with problems took
+// nothing from its file: no entry was mapped, skipped or already imported,
+// and every entry read has a problem.
+func nothingGood(rep worker.Report, problems int) bool {
+	return rep.Mapped == 0 && rep.Duplicates == 0 && rep.PayParts == 0 && len(rep.Skipped) == 0 && problems >= rep.Entries
 }
 
 const fixAndDropAgain = "fix the lines above and drop the corrected file into the inbox again; entries already paid are recognised as duplicates."
@@ -615,57 +677,71 @@ func (in *Inbox) limit() int64 {
 	return min(in.max, maxInMemory)
 }
 
+// readSum says what an import read of a file: whole is true when its
+// last pass read the file from its start to its end, sum is a hash of
+// those bytes.
+type readSum struct {
+	whole bool
+	sum   uint64
+}
+
 // importFile imports the file c: read as it is imported when the importer
 // is a StreamImporter, read whole first otherwise. The error wraps
 // errChanged when the file is not (or no longer) the one the look found
 // (nothing of it was committed), errTooLarge when it is larger than the
 // limit, a *readError when it cannot be read.
-func (in *Inbox) importFile(ctx context.Context, c candidate) (worker.Report, error) {
+func (in *Inbox) importFile(ctx context.Context, c candidate) (worker.Report, readSum, error) {
 	if c.info.Size() > in.limit() {
-		return worker.Report{}, errTooLarge
+		return worker.Report{}, readSum{}, errTooLarge
 	}
 	f, err := os.Open(c.path)
 	if err != nil {
-		return worker.Report{}, &readError{err}
+		return worker.Report{}, readSum{}, &readError{err}
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return worker.Report{}, &readError{err}
+		return worker.Report{}, readSum{}, &readError{err}
 	}
 	if !os.SameFile(fi, c.info) || fi.Size() != c.info.Size() || !fi.ModTime().Equal(c.info.ModTime()) {
-		return worker.Report{}, errChanged
+		return worker.Report{}, readSum{}, errChanged
 	}
-	sf := &settledFile{f: f, info: c.info, max: in.limit()}
+	sf := &settledFile{f: f, info: c.info, max: in.limit(), fromStart: true}
+	sf.h.SetSeed(in.seed)
 	if si, ok := in.im.(StreamImporter); ok {
 		rep, err := si.ImportFrom(ctx, "file", "inbox/"+c.name, sf)
 		var ie *worker.InputError
 		switch {
 		case errors.Is(err, errChanged):
-			return rep, err
+			return rep, readSum{}, err
 		case errors.As(err, &ie):
-			return rep, &readError{ie.Err}
+			return rep, readSum{}, &readError{ie.Err}
 		}
-		return rep, err
+		return rep, sf.sum(), err
 	}
 	b, err := io.ReadAll(sf)
 	if errors.Is(err, errChanged) {
-		return worker.Report{}, err
+		return worker.Report{}, readSum{}, err
 	}
 	if err != nil {
-		return worker.Report{}, &readError{err}
+		return worker.Report{}, readSum{}, &readError{err}
 	}
-	return in.im.Import(ctx, "file", "inbox/"+c.name, b)
+	rep, err := in.im.Import(ctx, "file", "inbox/"+c.name, b)
+	return rep, sf.sum(), err
 }
 
 // settledFile reads a file the look found settled (and no larger than
 // max): at its end, or past max, it fails with errChanged when the file has
-// changed since the look.
+// changed since the look. It hashes what it reads from the start, so that
+// the file can be compared with what was read once the import is done.
 type settledFile struct {
-	f    *os.File
-	info fs.FileInfo
-	max  int64
-	n    int64 // read since the last seek to the start
+	f         *os.File
+	info      fs.FileInfo
+	max       int64
+	n         int64        // the offset: read since the last seek to the start
+	h         maphash.Hash // of what was read since the last seek to the start
+	fromStart bool         // read in order from the start since the last seek
+	whole     bool         // and up to the end, unchanged
 }
 
 func (s *settledFile) Read(p []byte) (int, error) {
@@ -673,6 +749,9 @@ func (s *settledFile) Read(p []byte) (int, error) {
 		p = p[:max(0, s.max+1-s.n)]
 	}
 	n, err := s.f.Read(p)
+	if s.fromStart {
+		s.h.Write(p[:n])
+	}
 	s.n += int64(n)
 	if s.n > s.max { // it was not when the look found it
 		return n, errChanged
@@ -685,27 +764,139 @@ func (s *settledFile) Read(p []byte) (int, error) {
 		if fi.Size() != s.info.Size() || !fi.ModTime().Equal(s.info.ModTime()) || s.n != fi.Size() {
 			return n, errChanged
 		}
+		s.whole = s.fromStart
 	}
 	return n, err
 }
 
 func (s *settledFile) Seek(offset int64, whence int) (int64, error) {
 	pos, err := s.f.Seek(offset, whence)
-	if err == nil {
-		s.n = pos
+	if err != nil {
+		return pos, err
 	}
-	return pos, err
+	switch {
+	case pos == 0:
+		s.h.Reset()
+		s.fromStart, s.whole = true, false
+	case pos != s.n:
+		s.fromStart, s.whole = false, false
+	}
+	s.n = pos
+	return pos, nil
 }
 
+func (s *settledFile) sum() readSum { return readSum{whole: s.whole, sum: s.h.Sum64()} }
+
+// recheck returns why the file at c.path is no longer the one whose
+// content the import read ("" when it still is), and what is there now
+// (nil when nothing is). It runs once the import is done, just before the
+// file is moved: a writer that kept the file open may have written on.
+func (in *Inbox) recheck(c candidate, read readSum) (string, fs.FileInfo) {
+	entry, err := os.Lstat(c.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "it was removed from the inbox", nil
+	}
+	if err != nil {
+		return fmt.Sprintf("it could not be looked at again (%v)", err), nil
+	}
+	if !os.SameFile(entry, c.entry) {
+		return "another file was put in its place", entry
+	}
+	fi := entry
+	if entry.Mode()&fs.ModeSymlink != 0 {
+		if fi, err = os.Stat(c.path); err != nil {
+			return fmt.Sprintf("its target could not be looked at again (%v)", err), nil
+		}
+	}
+	if !os.SameFile(fi, c.info) {
+		return "its link leads to another file now", fi
+	}
+	if fi.Size() != c.info.Size() || !fi.ModTime().Equal(c.info.ModTime()) {
+		return fmt.Sprintf("it changed after that (%s then, %d now)", count(int(c.info.Size()), "byte"), fi.Size()), fi
+	}
+	if !read.whole {
+		return "", fi
+	}
+	// The same size and time can hide a change (a file system that keeps
+	// coarse times): compare the content too.
+	f, err := os.Open(c.path)
+	if err != nil {
+		return fmt.Sprintf("it could not be read again to check it (%v)", err), fi
+	}
+	defer f.Close()
+	h := maphash.Hash{}
+	h.SetSeed(in.seed)
+	n, err := io.Copy(&h, io.LimitReader(f, fi.Size()+1))
+	if err != nil {
+		return fmt.Sprintf("it could not be read again to check it (%v)", err), fi
+	}
+	if n != fi.Size() || h.Sum64() != read.sum {
+		return "its content changed after that, though not its size or time", fi
+	}
+	return "", fi
+}
+
+// changed leaves a file that is no longer what its import read in the
+// inbox, and says so. The import holds what it read; the file is imported
+// again, whole, once it has settled: the entries read before are then
+// recognised as already imported (by id and content), the new ones are
+// imported. rep is nil when nothing was imported.
+func (in *Inbox) changed(fr FileResult, c candidate, rep *worker.Report, why string, now fs.FileInfo) FileResult {
+	var id int64
+	what := "paysync"
+	if rep != nil {
+		id = cmp.Or(rep.ImportID, rep.RejectedAs)
+		switch {
+		case rep.Duplicate:
+			what = fmt.Sprintf("paysync (finding it the same as import %d)", rep.ImportID)
+		case rep.ImportID != 0:
+			what = fmt.Sprintf("import %d", rep.ImportID)
+		case rep.RejectedAs != 0:
+			what = fmt.Sprintf("import %d (refused)", rep.RejectedAs)
+		}
+		fr.ImportID = rep.ImportID
+	}
+	in.log.Warn("inbox: file changed after paysync read it; it stays in the inbox and is imported again, whole, once it settles (write files under a temporary name, then rename them into the inbox)",
+		"file", c.name, "import", id, "why", why)
+	in.remember(c.name, fmt.Sprintf("%s read this file when it had %s, but %s; so it was left in the inbox and read again.", what, count(int(c.info.Size()), "byte"), why))
+	if now != nil {
+		// This is a look: the file is taken once the next one finds it the same.
+		in.seen[c.name] = seen{size: now.Size(), mtime: now.ModTime(), first: in.now()}
+	} else {
+		delete(in.seen, c.name)
+	}
+	fr.Outcome, fr.Error = OutcomeChanged, why
+	return fr
+}
+
+// remember keeps a note for the next report of the file name (the last
+// few).
+func (in *Inbox) remember(name, note string) {
+	notes := append(in.earlier[name], note)
+	in.earlier[name] = notes[max(0, len(notes)-maxNotes):]
+}
+
+const maxNotes = 5
+
 // finish moves the file into sub, writes its report and logs the outcome.
+// A file whose content was read (r.read) is watched once moved.
 func (in *Inbox) finish(fr FileResult, c candidate, outcome, sub, suffix string, r report) (FileResult, error) {
 	now := in.now()
-	dst, err := in.move(c, sub, suffix, now)
+	var rec *moveRecord
+	if r.read && c.entry.Mode().IsRegular() {
+		rec = &moveRecord{Name: c.name, Size: c.info.Size(), ModTime: c.info.ModTime(), Import: cmp.Or(fr.ImportID, r.rep.RejectedAs), At: now}
+	}
+	dst, err := in.move(c, sub, suffix, now, rec)
+	if errors.Is(err, errReplaced) {
+		return in.changed(fr, c, r.rep, "another file was put in its place as it was being moved (that file is in the inbox)", nil), nil
+	}
 	if err != nil {
 		fr.Outcome, fr.Error = OutcomeError, err.Error()
 		return fr, err
 	}
 	delete(in.seen, c.name)
+	r.earlier = in.earlier[c.name]
+	delete(in.earlier, c.name)
 	fr.Outcome, fr.Moved = outcome, dst
 	r.moved, r.at = filepath.Join(sub, filepath.Base(dst)), now
 	attrs := []any{"file", c.name, "moved", fr.Moved, "import", fr.ImportID}
@@ -726,9 +917,16 @@ func (in *Inbox) finish(fr FileResult, c candidate, outcome, sub, suffix string,
 	return fr, nil
 }
 
+// beforeRename, when set (by tests), runs just before a file is moved.
+var beforeRename func(path string)
+
 // move renames c into the folder sub as "<UTC time>-<stem><suffix>[-N]<ext>",
-// never over an existing file or report.
-func (in *Inbox) move(c candidate, sub, suffix string, now time.Time) (string, error) {
+// never over an existing file or report. With rec set, the moved file is
+// watched (the record is written before the move, so that a crash right
+// after it leaves the file watched). It fails with errReplaced, having put
+// the file back, when the file it moved is not c but one put in c's place
+// since the look.
+func (in *Inbox) move(c candidate, sub, suffix string, now time.Time, rec *moveRecord) (string, error) {
 	dir := filepath.Join(in.dir, sub)
 	ext := filepath.Ext(c.name)
 	base := now.UTC().Format("20060102T150405Z") + "-" + strings.TrimSuffix(c.name, ext) + suffix
@@ -741,12 +939,48 @@ func (in *Inbox) move(c candidate, sub, suffix string, now time.Time) (string, e
 		if exists(dst) || exists(dst+reportSuffix) {
 			continue
 		}
+		recPath := ""
+		if rec != nil {
+			rec.Moved = filepath.Join(sub, name+ext)
+			var err error
+			if recPath, err = in.writeRecord(*rec); err != nil {
+				in.log.Warn("inbox: cannot watch the moved file: a program still writing it would go unnoticed", "file", c.name, "err", err)
+			}
+		}
+		if beforeRename != nil {
+			beforeRename(c.path)
+		}
 		if err := os.Rename(c.path, dst); err != nil {
+			removeRecord(recPath)
 			return "", fmt.Errorf("inbox: move %s to %s/: %w", c.name, sub, err)
+		}
+		if moved, err := os.Lstat(dst); err == nil && !os.SameFile(moved, c.entry) {
+			removeRecord(recPath)
+			if err := renameNoReplace(dst, c.path); err != nil {
+				return "", fmt.Errorf("inbox: %s was replaced by another file just as it was moved, so that file went to %s unread, and it could not be put back (%v): move it back into the inbox", c.name, dst, err)
+			}
+			in.log.Warn("inbox: file replaced by another one as it was being moved; the new one was put back into the inbox", "file", c.name)
+			return "", errReplaced
 		}
 		return dst, nil
 	}
 	return "", fmt.Errorf("inbox: move %s: no free name in %s/", c.name, sub)
+}
+
+// renameNoReplace renames from to to unless something is at to
+// (fs.ErrExist): through a hard link where the file system has them.
+func renameNoReplace(from, to string) error {
+	err := os.Link(from, to)
+	if err == nil {
+		return os.Remove(from)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	if exists(to) {
+		return fs.ErrExist
+	}
+	return os.Rename(from, to)
 }
 
 // exists reports whether anything (even a dangling link) is at path, or
@@ -774,6 +1008,124 @@ func writeReport(path, text string) error {
 		os.Remove(f.Name())
 	}
 	return err
+}
+
+// WatchDir is the hidden folder inside the inbox that records the files
+// moved to processed/ or failed/ after their content was read, for a day
+// (watchFor): a program that kept such a file open and wrote on into it
+// is noticed by a later poll, of this process or of the next one.
+const WatchDir = ".paysync-watch"
+
+const watchFor = 24 * time.Hour
+
+// moveRecord is a file moved after its content was read, as it was then.
+type moveRecord struct {
+	Name    string    `json:"name"`  // in the inbox
+	Moved   string    `json:"moved"` // where it went, relative to the inbox
+	Size    int64     `json:"size"`
+	ModTime time.Time `json:"mtime"`
+	Import  int64     `json:"import,omitempty"`
+	At      time.Time `json:"at"` // when it was moved
+}
+
+func (in *Inbox) writeRecord(rec moveRecord) (string, error) {
+	dir := filepath.Join(in.dir, WatchDir)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return "", err
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, strings.ReplaceAll(rec.Moved, string(filepath.Separator), "-")+".json")
+	return path, writeReport(path, string(b))
+}
+
+func removeRecord(path string) {
+	if path != "" {
+		os.Remove(path)
+	}
+}
+
+// checkMoved looks at the files moved in the last day: one written to
+// since it was moved (by a program that still had it open) is moved back
+// into the inbox, to be imported again, whole, once it settles; the
+// entries imported before are then recognised as already imported.
+// A record whose file is gone (moved away or removed by an operator), or
+// older than a day, is dropped.
+func (in *Inbox) checkMoved() []FileResult {
+	dir := filepath.Join(in.dir, WatchDir)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			in.log.Warn("inbox: cannot check the files moved earlier", "err", err)
+		}
+		return nil
+	}
+	var out []FileResult
+	for _, de := range entries {
+		if !strings.HasSuffix(de.Name(), ".json") || !de.Type().IsRegular() {
+			continue
+		}
+		path := filepath.Join(dir, de.Name())
+		var rec moveRecord
+		b, err := os.ReadFile(path)
+		if err == nil {
+			err = json.Unmarshal(b, &rec)
+		}
+		if err == nil && (!filepath.IsLocal(rec.Moved) || !filepath.IsLocal(rec.Name) || strings.ContainsRune(rec.Name, filepath.Separator)) {
+			err = errors.New("not a file of the inbox")
+		}
+		if err != nil {
+			in.log.Warn("inbox: dropping an unreadable record of a moved file", "record", path, "err", err)
+			os.Remove(path)
+			continue
+		}
+		moved := filepath.Join(in.dir, rec.Moved)
+		fi, err := os.Lstat(moved)
+		switch {
+		case err != nil || !fi.Mode().IsRegular():
+			os.Remove(path)
+			continue
+		case fi.Size() == rec.Size && fi.ModTime().Equal(rec.ModTime):
+			if in.now().Sub(rec.At) >= watchFor {
+				os.Remove(path)
+			}
+			continue
+		}
+		back := filepath.Join(in.dir, rec.Name)
+		if err := renameNoReplace(moved, back); err != nil {
+			// Most likely a new file of that name: it is moved back once
+			// that one has been taken.
+			in.log.Warn("inbox: a moved file was written to after it was moved, but it cannot be moved back into the inbox yet", "file", rec.Name, "moved", rec.Moved, "err", err)
+			continue
+		}
+		why := fmt.Sprintf("it was written to after it was moved to %s (%d bytes now): the program writing it still had it open", rec.Moved, fi.Size())
+		in.log.Warn("inbox: file written to after it was moved; moved back into the inbox to import the rest once it settles (write files under a temporary name, then rename them into the inbox)",
+			"file", rec.Name, "moved", rec.Moved, "import", rec.Import, "size_read", rec.Size, "size", fi.Size())
+		note := fmt.Sprintf("\nafterwards: at %s the file had grown to %d bytes (%d when it was read): the program writing it still had it open. It was moved back into the inbox as %s to import the rest; the entries imported already are recognised as duplicates.\n",
+			in.now().UTC().Format("2006-01-02 15:04:05 UTC"), fi.Size(), rec.Size, rec.Name)
+		if err := appendReport(moved+reportSuffix, note); err != nil {
+			in.log.Warn("inbox: write report", "file", rec.Name, "err", err)
+		}
+		what := "paysync"
+		if rec.Import != 0 {
+			what = fmt.Sprintf("import %d", rec.Import)
+		}
+		in.remember(rec.Name, fmt.Sprintf("%s read this file when it had %s, but %s; so it was moved back into the inbox and read again.", what, count(int(rec.Size), "byte"), why))
+		os.Remove(path)
+		out = append(out, FileResult{Name: rec.Name, Outcome: OutcomeChanged, Moved: back, ImportID: rec.Import, Error: why})
+	}
+	return out
+}
+
+// appendReport adds text to the report at path.
+func appendReport(path, text string) error {
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return writeReport(path, string(old)+text)
 }
 
 // cronLogger adapts slog to cron's logger: cron's chatter at debug, the

@@ -159,8 +159,11 @@ func TestInbox_Poll_settling(t *testing.T) {
 		if got := ls(t, filepath.Join(dir, "processed")); !slices.Equal(got, []string{stamp + "-hours.csv", stamp + "-hours.csv.report.txt"}) {
 			t.Fatalf("processed/ = %v", got)
 		}
-		if got := ls(t, dir); !slices.Equal(got, []string{"failed", "processed"}) {
+		if got := ls(t, dir); !slices.Equal(got, []string{inbox.WatchDir, "failed", "processed"}) {
 			t.Fatalf("inbox = %v", got)
+		}
+		if got := ls(t, filepath.Join(dir, inbox.WatchDir)); !slices.Equal(got, []string{"processed-" + stamp + "-hours.csv.json"}) {
+			t.Fatalf("%s/ = %v", inbox.WatchDir, got)
 		}
 	})
 	t.Run("a file still growing is not taken", func(t *testing.T) {

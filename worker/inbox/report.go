@@ -21,6 +21,8 @@ type report struct {
 	rep       *worker.Report // nil when the file was not imported
 	problems  []error
 	next      string
+	read      bool     // the import read the file's content
+	earlier   []string // what happened to earlier states of the file (it changed after an import read it)
 }
 
 func (r report) String() string {
@@ -69,7 +71,15 @@ func (r report) String() string {
 			fmt.Fprintf(&b, "  %s\n", oneLine(p.Error()))
 		}
 	}
-	fmt.Fprintf(&b, "\nwhat to do next: %s\n", r.next)
+	next := r.next
+	if len(r.earlier) > 0 {
+		fmt.Fprintf(&b, "\nchanged while being written:\n")
+		for _, e := range r.earlier {
+			fmt.Fprintf(&b, "  %s\n", oneLine(e))
+		}
+		next += fmt.Sprintf(" Have the program that writes the file write it under a temporary name (such as %s.part) and rename it when it is complete: then paysync never reads half a file.", r.file)
+	}
+	fmt.Fprintf(&b, "\nwhat to do next: %s\n", next)
 	return b.String()
 }
 
