@@ -4,6 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"io/fs"
+	"os"
+	"strings"
 	"time"
 )
 
@@ -47,4 +50,30 @@ func (l *Ledger) AccessToken(ctx context.Context, name string) (token string, is
 		return "", time.Time{}, time.Time{}, nil
 	}
 	return token, parseTS(is), parseTS(ex), err
+}
+
+// ReadCredentials reads the refresh token and seed stored under name in
+// the ledger at path without opening it as a ledger: read-only, nothing
+// created, migrated or locked against its writer. It is for looking at a
+// ledger another process may be using (which ledger holds the successor of
+// an initial token). An error means it could not be read (not a ledger, no
+// such file, busy); ErrNoCredentials that nothing is stored under name.
+func ReadCredentials(ctx context.Context, path, name string) (refreshToken, seed string, err error) {
+	file := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
+	query := "?mode=ro&_pragma=busy_timeout(1000)&_pragma=query_only(1)"
+	if _, err := os.Stat(path + "-wal"); errors.Is(err, fs.ErrNotExist) {
+		// Not in use (its last writer checkpointed and removed the WAL):
+		// read the file as it is, leaving no -wal or -shm beside it.
+		query = "?mode=ro&immutable=1&_pragma=query_only(1)"
+	}
+	db, err := sql.Open("sqlite", "file:"+file+query)
+	if err != nil {
+		return "", "", err
+	}
+	defer db.Close()
+	err = db.QueryRowContext(ctx, `SELECT refresh_token, seed FROM credentials WHERE name = ?`, name).Scan(&refreshToken, &seed)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", "", ErrNoCredentials
+	}
+	return refreshToken, seed, err
 }

@@ -127,8 +127,10 @@ type doctor struct {
 	led     *ledger.Ledger
 	ledErr  error
 	cl      *payroll.Client
-	noConn  string // why there is no payroll connection ("" = connected)
-	current string // the account's current company ("" = unknown)
+	tokens  *payroll.TokenSource // cl's, kept when cl is dropped
+	client  *payroll.TokenSource // no refresh token, no store: checks the client id and secret
+	noConn  string               // why there is no payroll connection ("" = connected)
+	current string               // the account's current company ("" = unknown)
 	rules   *mapping.Rules
 }
 
@@ -162,6 +164,7 @@ func runDoctor(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	d.checkBatches(ctx)
 	d.connect(ctx)
 	d.checkToken(ctx)
+	d.checkClient(ctx)
 	d.checkSchema(ctx)
 	d.checkCompany(ctx)
 	if cfg.Mapping != "" {
@@ -509,22 +512,22 @@ func (d *doctor) connect(ctx context.Context) {
 		d.noConn = d.payrollBlock
 		return
 	}
-	var store payroll.TokenStore
-	if cfg.TokenFile == "" {
-		if d.led == nil {
-			d.noConn = "the refresh token is kept in the ledger, which did not open (see ledger)"
-			return
-		}
-		store = ledgerTokens{d.led}
-	} else {
-		store = &payroll.FileStore{Path: cfg.TokenFile}
-	}
 	pc, err := cfg.payrollConfig(cfg.logger(d.io.err))
 	if err != nil {
 		d.noConn = "the payroll settings are invalid (see configuration)"
 		return
 	}
-	pc.Store = store
+	// The client id and secret can be checked without the token store.
+	probe := pc
+	probe.Store, probe.RefreshToken = nil, ""
+	if pcl, err := payroll.New(probe); err == nil {
+		d.client = pcl.Tokens()
+	}
+	if cfg.TokenFile == "" && d.led == nil {
+		d.noConn = "the refresh token is kept in the ledger, which did not open (see ledger)"
+		return
+	}
+	pc.Store = d.tokenStore()
 	if cfg.SchemaProbe {
 		// Read the server's own number types, to compare them with
 		// PAYSYNC_WIRE_NUMBERS.
@@ -535,14 +538,14 @@ func (d *doctor) connect(ctx context.Context) {
 		d.noConn = "the payroll settings are invalid: " + err.Error()
 		return
 	}
-	d.cl = cl
+	d.cl, d.tokens = cl, cl.Tokens()
 }
 
 func (d *doctor) tokenStore() payroll.TokenStore {
 	if d.cfg.TokenFile == "" {
 		return ledgerTokens{d.led}
 	}
-	return &payroll.FileStore{Path: d.cfg.TokenFile}
+	return fileTokens{&payroll.FileStore{Path: d.cfg.TokenFile}}
 }
 
 func (d *doctor) tokenPlace() string {
@@ -587,6 +590,17 @@ func (d *doctor) checkToken(ctx context.Context) {
 		return
 	}
 	if _, err := d.cl.Tokens().Token(ctx); err != nil {
+		var initial *payroll.InitialTokenError
+		switch {
+		case errors.As(err, &initial) && initial.Err == nil: // not sent: another store holds its successor
+			d.r.fail(name, initial.Error(), "point PAYSYNC_LEDGER (or PAYSYNC_TOKEN_FILE) at the store named here, or re-connect the payroll account and set PAYSYNC_REFRESH_TOKEN to the new refresh token")
+			d.cl, d.noConn = nil, "no refresh token of this store's own (see payroll token)"
+			return
+		case errors.As(err, &initial):
+			d.r.fail(name, initial.Error(), doctorRevokedFix+"; or, if another ledger or token file used PAYSYNC_REFRESH_TOKEN before, point PAYSYNC_LEDGER (or PAYSYNC_TOKEN_FILE) at it")
+			d.cl, d.noConn = nil, "the connection is revoked (see payroll token)"
+			return
+		}
 		msg, revoked := doctorTokenError(err)
 		if revoked {
 			d.r.fail(name, "connection revoked: the refresh token was refused ("+msg+")", doctorRevokedFix)
@@ -638,6 +652,52 @@ func (d *doctor) checkToken(ctx context.Context) {
 		parts = append(parts, "PAYSYNC_REFRESH_TOKEN differs from the one the stored token descends from: it replaced it (a re-connect)")
 	}
 	d.r.ok(name, strings.Join(parts, "; "))
+}
+
+// checkClient checks the client id and secret. A refresh proves them; when
+// the stored access token made one unnecessary (a wrong secret would go
+// unnoticed until the next refresh), the token endpoint is asked with a
+// refresh token that cannot be valid: it authenticates the client first,
+// then refuses the token (invalid_grant), or refuses the client
+// (invalid_client). The connection's rotating refresh token is neither
+// spent nor sent.
+func (d *doctor) checkClient(ctx context.Context) {
+	const name = "payroll client"
+	id := d.cfg.ClientID
+	if d.tokens != nil && d.tokens.Refreshes() > 0 {
+		d.r.ok(name, fmt.Sprintf("client id %s and its secret accepted: the token endpoint granted a refresh with them (see payroll token)", id))
+		return
+	}
+	if d.client == nil {
+		why := d.payrollBlock
+		if why == "" {
+			why = "the payroll settings are invalid (see configuration)"
+		}
+		d.r.skip(name, why)
+		return
+	}
+	err := d.client.CheckClient(ctx)
+	var ce *payroll.ClientCheckError
+	switch {
+	case err == nil:
+		d.r.ok(name, fmt.Sprintf("client id %s and its secret accepted by the token endpoint (asked with a refresh token that cannot be valid: "+
+			"it accepted the client, then refused that token; the connection's refresh token was not sent)", id))
+	case errors.Is(err, payroll.ErrClientRejected):
+		detail := fmt.Sprintf("the token endpoint refused client id %s with the configured secret (%v)", id, err)
+		if d.tokens != nil {
+			if exp, ok := d.tokens.Current(); ok && time.Now().Before(exp) {
+				detail += fmt.Sprintf("; the stored access token still works until %s, then every refresh will fail", exp.UTC().Format(time.RFC3339))
+			}
+		}
+		d.r.fail(name, detail, "set PAYSYNC_CLIENT_ID and PAYSYNC_CLIENT_SECRET to the OAuth2 client id and secret of the paysync integration")
+	case errors.As(err, &ce) && ce.Status < 500:
+		d.r.warn(name, fmt.Sprintf("could not check client id %s and its secret without spending the refresh token: the token endpoint answered a refresh token that cannot be valid with %v, "+
+			"neither invalid_grant (client accepted) nor invalid_client (refused)", id, err),
+			"the next refresh shows whether they are right ('paysync auth status' once the access token has expired)")
+	default:
+		d.r.fail(name, fmt.Sprintf("could not check client id %s and its secret: %v", id, err),
+			"check PAYSYNC_AUTH_URL and PAYSYNC_AUTH_REALM, and that the token endpoint is reachable from here: the next refresh needs it")
+	}
 }
 
 // doctorTokenError describes a failed refresh without the server's raw answer,

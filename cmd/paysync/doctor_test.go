@@ -21,7 +21,7 @@ import (
 const doctorExampleRules = "../../deploy/examples/rules.yaml"
 
 // doctorChecks are the lines of a full doctor run (NATS, inbox and rules set).
-var doctorChecks = []string{"configuration", "metrics listener", "ledger", "ledger batches", "payroll token", "schema", "company",
+var doctorChecks = []string{"configuration", "metrics listener", "ledger", "ledger batches", "payroll token", "payroll client", "schema", "company",
 	"rules", "rules company", "rules employees", "nats", "nats stream", "nats consumer", "inbox"}
 
 // runDoctorCLI runs 'paysync doctor ARGS' in this process. Until the
@@ -110,7 +110,8 @@ func TestDoctor_Healthy(t *testing.T) {
 	if lines := strings.Count(r.stdout, "\n"); lines != len(doctorChecks) {
 		t.Errorf("%d lines, want one per check (%d)", lines, len(doctorChecks))
 	}
-	for name, want := range map[string]string{"ledger": "created now", "nats stream": "paysync run will create it", "payroll token": "refreshed and rotated: fingerprint"} {
+	for name, want := range map[string]string{"ledger": "created now", "nats stream": "paysync run will create it", "payroll token": "refreshed and rotated: fingerprint",
+		"payroll client": "granted a refresh with them"} {
 		if _, line := doctorLine(t, r.stdout, name); !strings.Contains(line, want) {
 			t.Errorf("%s line lacks %q: %s", name, want, line)
 		}
@@ -132,6 +133,7 @@ func TestDoctor_Healthy(t *testing.T) {
 	for name, want := range map[string]string{
 		"schema": "units=Float", "company": "Nordlys ApS (MV8x", "rules": "codes TILLAEG, T2, SYG, KM, T1 all in pay_parts_meta",
 		"rules employees": "all employees of Nordlys ApS", "nats consumer": "paysync: 3 pending", "inbox": "writable",
+		"payroll token": "stored access token still valid", "payroll client": "the connection's refresh token was not sent",
 	} {
 		if _, line := doctorLine(t, r.stdout, name); !strings.Contains(line, want) {
 			t.Errorf("%s line lacks %q: %s", name, want, line)
@@ -274,6 +276,7 @@ func TestDoctor_Broken(t *testing.T) {
 			return env
 		}, []want{
 			{"payroll token", "✗", []string{"connection revoked", "fix: re-connect the payroll account", "set PAYSYNC_REFRESH_TOKEN"}},
+			{"payroll client", "✓", []string{"accepted by the token endpoint"}}, // checked without the refresh token
 			{"schema", "-", []string{"skipped", "revoked"}},
 			{"company", "-", []string{"skipped"}},
 			{"rules company", "-", []string{"skipped"}},
@@ -320,6 +323,7 @@ func TestDoctor_Broken(t *testing.T) {
 		}, []want{
 			{"configuration", "✗", []string{"PAYSYNC_HTTP_TIMEOUT", `"soon"`, "PAYSYNC_FILE_POLICY", "fix: correct PAYSYNC_HTTP_TIMEOUT, PAYSYNC_FILE_POLICY"}},
 			{"payroll token", "-", []string{"PAYSYNC_HTTP_TIMEOUT is invalid"}},
+			{"payroll client", "-", []string{"PAYSYNC_HTTP_TIMEOUT is invalid"}},
 			{"rules", "!", []string{"pay codes not checked"}},
 			{"ledger", "!", nil}, // what can be checked still is
 			{"inbox", "✓", nil},
@@ -405,4 +409,63 @@ func TestDoctor_Broken(t *testing.T) {
 			assertClean(t, rj, s.env["PAYSYNC_CLIENT_SECRET"], s.env["PAYSYNC_REFRESH_TOKEN"])
 		})
 	}
+}
+
+// A wrong client secret is found while the stored access token is still
+// valid (no refresh is due), without spending the rotating refresh token:
+// the token endpoint is asked with a refresh token that cannot be valid.
+func TestDoctor_WrongClientSecretWithValidAccessToken(t *testing.T) {
+	s := startSandbox(t, sandbox.Options{Rotate: true})
+	env := with(s.env, "PAYSYNC_LEDGER", filepath.Join(t.TempDir(), "ledger.db"), "PAYSYNC_LOG_LEVEL", "error")
+	delete(env, "PAYSYNC_TOKEN_FILE")
+	if r := runDoctorCLI(t, env); r.code != 0 { // refreshes: the ledger holds a rotated token and a fresh access token
+		t.Fatalf("first run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	stored := func() (string, string) {
+		l, err := ledger.Open(context.Background(), env["PAYSYNC_LEDGER"], ledger.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		rt, _, _, err := l.Credentials(context.Background(), credentialName)
+		at, _, _, _ := l.AccessToken(context.Background(), credentialName)
+		if err != nil || rt == "" || at == "" {
+			t.Fatalf("stored token: %v", err)
+		}
+		return rt, at
+	}
+	rt, at := stored()
+	grants := s.sb.State().Counters.TokenGrants["refresh_token"]
+
+	const wrong = "not-the-client-secret"
+	r := runDoctorCLI(t, with(env, "PAYSYNC_CLIENT_SECRET", wrong))
+	t.Logf("wrong secret:\n%s%s", r.stdout, r.stderr)
+	if r.code != 1 {
+		t.Fatalf("wrong client secret: exit %d, want 1 (a failed check)", r.code)
+	}
+	if sym, line := doctorLine(t, r.stdout, "payroll client"); sym != "✗" ||
+		!strings.Contains(line, "refused client id "+env["PAYSYNC_CLIENT_ID"]) || !strings.Contains(line, "invalid_client") ||
+		!strings.Contains(line, "stored access token still works until") || !strings.Contains(line, "fix: set PAYSYNC_CLIENT_ID and PAYSYNC_CLIENT_SECRET") {
+		t.Errorf("want a failed client check: %s", line)
+	}
+	if sym, line := doctorLine(t, r.stdout, "payroll token"); sym != "✓" || !strings.Contains(line, "stored access token still valid") {
+		t.Errorf("the stored access token works: %s", line)
+	}
+	assertClean(t, r, wrong, env["PAYSYNC_CLIENT_SECRET"], env["PAYSYNC_REFRESH_TOKEN"], rt, at)
+
+	// The right secret passes, and neither run spent the refresh token.
+	r = runDoctorCLI(t, env)
+	if r.code != 0 {
+		t.Fatalf("right secret: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if sym, line := doctorLine(t, r.stdout, "payroll client"); sym != "✓" {
+		t.Errorf("right secret: %s", line)
+	}
+	if g := s.sb.State().Counters.TokenGrants["refresh_token"]; g != grants {
+		t.Errorf("%d refresh grants during the checks, want none", g-grants)
+	}
+	if rt2, _ := stored(); rt2 != rt {
+		t.Error("the stored refresh token changed")
+	}
+	assertClean(t, r, env["PAYSYNC_CLIENT_SECRET"], env["PAYSYNC_REFRESH_TOKEN"], rt, at)
 }

@@ -20,6 +20,8 @@ const (
 	descInvalidClient    = "Invalid client or Invalid client credentials"
 	descInvalidUserCreds = "Invalid user credentials"
 	descTokenNotActive   = "Token is not active"
+	descInvalidRefresh   = "Invalid refresh token"
+	descTokenReused      = "Maximum allowed refresh token reuse exceeded"
 	descTokenVerifyFail  = "Token verification failed"
 )
 
@@ -57,7 +59,11 @@ type authority struct {
 	mu       sync.Mutex
 	sessions map[string]*session    // by current refresh token
 	access   map[string]accessToken // by access token
+	spent    map[string]string      // refresh tokens rotated away -> their session's id
 }
+
+// maxSpent bounds the memory of rotated-away refresh tokens.
+const maxSpent = 1 << 16
 
 func newAuthority(opts Options) *authority {
 	return &authority{
@@ -65,6 +71,7 @@ func newAuthority(opts Options) *authority {
 		users:    map[string]string{otherUsername: otherPassword, opts.Username: opts.Password},
 		sessions: map[string]*session{},
 		access:   map[string]accessToken{},
+		spent:    map[string]string{},
 	}
 }
 
@@ -84,21 +91,53 @@ func (a *authority) newSession(user string) session {
 	return *s
 }
 
+// refreshResult says why a refresh token was refused ("" = accepted):
+// Keycloak's error description.
+type refreshResult = string
+
 // refresh finds the session of a refresh token, rotating the token when
-// the options say so, and returns a copy of it.
-func (a *authority) refresh(token string) (session, bool) {
+// the options say so, and returns a copy of it. Like a Keycloak realm
+// with "Revoke Refresh Token" on, a rotated-away token presented again is
+// refused as reused and ends its session (Keycloak detaches the client
+// session): the newest token of that session stops working too, while the
+// access tokens already issued stay valid until they expire.
+func (a *authority) refresh(token string) (session, refreshResult) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s, ok := a.sessions[token]
 	if !ok {
-		return session{}, false
+		if id, reused := a.spent[token]; reused {
+			for rt, cur := range a.sessions {
+				if cur.id == id {
+					delete(a.sessions, rt)
+				}
+			}
+			return session{}, descTokenReused
+		}
+		if !wellFormed(token) {
+			return session{}, descInvalidRefresh // Keycloak cannot even decode it
+		}
+		return session{}, descTokenNotActive
 	}
 	if a.opts.Rotate {
 		delete(a.sessions, token)
+		if len(a.spent) >= maxSpent {
+			clear(a.spent)
+		}
+		a.spent[token] = s.id
 		s.refresh = randomToken()
 		a.sessions[s.refresh] = s
 	}
-	return *s, true
+	return *s, ""
+}
+
+// wellFormed says whether tok looks like a token randomToken made.
+func wellFormed(tok string) bool {
+	if len(tok) != 43 {
+		return false
+	}
+	_, err := base64.RawURLEncoding.DecodeString(tok)
+	return err == nil
 }
 
 // issueAccess returns a new access token for the session. Its exact
@@ -162,6 +201,7 @@ func (a *authority) revokeAll() {
 	defer a.mu.Unlock()
 	clear(a.sessions)
 	clear(a.access)
+	clear(a.spent)
 }
 
 // clientOK authenticates the client by HTTP Basic (RFC 6749 §2.3.1:
@@ -240,9 +280,13 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 		}
 		sess = s.auth.newSession(user)
 	case "refresh_token":
-		var ok bool
-		if sess, ok = s.auth.refresh(r.PostForm.Get("refresh_token")); !ok {
-			s.tokenError(w, http.StatusBadRequest, "invalid_grant", descTokenNotActive)
+		// The client is authenticated (above) before the refresh token is
+		// looked at, as Keycloak does: a wrong secret is invalid_client
+		// whatever the token, so a client can check its credentials with
+		// a token that cannot be valid without spending its own.
+		var why refreshResult
+		if sess, why = s.auth.refresh(r.PostForm.Get("refresh_token")); why != "" {
+			s.tokenError(w, http.StatusBadRequest, "invalid_grant", why)
 			return
 		}
 	case "":

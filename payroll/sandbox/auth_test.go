@@ -3,6 +3,7 @@ package sandbox
 import (
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 )
@@ -124,21 +125,46 @@ func TestServer_RefreshGrant(t *testing.T) {
 			if r := e.gql(m["access_token"].(string), `{ current_company { id } }`, nil); len(r.Errors) > 0 {
 				t.Fatalf("access token from refresh grant: %+v", r.Errors)
 			}
-			// Reusing the first token works only without rotation.
+			// The client is authenticated before the token is looked at
+			// (as Keycloak does): a wrong secret is invalid_client whatever
+			// the token, a right one with a token that cannot be valid is
+			// invalid_grant, and neither spends the session's token.
+			for _, tok := range []string{rt1, "never-issued"} {
+				status, m := e.postForm(e.tokenURL(), url.Values{"grant_type": {"refresh_token"}, "refresh_token": {tok},
+					"client_id": {e.s.Options().ClientID}, "client_secret": {"wrong"}}, "", "")
+				if status != 401 || m["error"] != "invalid_client" {
+					t.Fatalf("wrong secret: %d %v, want 401 invalid_client", status, m)
+				}
+			}
+			if status, m := refresh("never-issued"); status != 400 || m["error"] != "invalid_grant" || m["error_description"] != "Invalid refresh token" {
+				t.Fatalf("malformed refresh token: %d %v, want 400 invalid_grant Invalid refresh token", status, m)
+			}
+			if status, m := refresh(strings.Repeat("A", 43)); status != 400 || m["error_description"] != "Token is not active" {
+				t.Fatalf("unknown refresh token: %d %v, want 400 invalid_grant Token is not active", status, m)
+			}
+			// Reusing the first token works only without rotation; with
+			// rotation it is refused as reused and ends the session, so the
+			// newest token stops working too (Keycloak's "Revoke Refresh
+			// Token"), while the access token already issued still works.
+			at := m["access_token"].(string)
 			status, m = refresh(rt0)
 			if rotate {
-				if status != 400 || m["error"] != "invalid_grant" || m["error_description"] != "Token is not active" {
-					t.Fatalf("reuse after rotation: %d %v, want 400 invalid_grant", status, m)
+				if status != 400 || m["error"] != "invalid_grant" || m["error_description"] != "Maximum allowed refresh token reuse exceeded" {
+					t.Fatalf("reuse after rotation: %d %v, want 400 invalid_grant reuse exceeded", status, m)
 				}
-			} else if status != 200 || m["refresh_token"] != rt0 {
+				if status, m := refresh(rt1); status != 400 || m["error"] != "invalid_grant" {
+					t.Fatalf("newest token after a reuse: %d %v, want 400 invalid_grant", status, m)
+				}
+				if r := e.gql(at, `{ current_company { id } }`, nil); len(r.Errors) > 0 {
+					t.Fatalf("access token after the session ended: %+v", r.Errors)
+				}
+				return
+			}
+			if status != 200 || m["refresh_token"] != rt0 {
 				t.Fatalf("reuse without rotation: %d %v", status, m)
 			}
-			// The newest token keeps working.
 			if status, m := refresh(rt1); status != 200 {
 				t.Fatalf("refresh with newest token: %d %v", status, m)
-			}
-			if status, _ := refresh("never-issued"); status != 400 {
-				t.Fatalf("unknown refresh token: %d, want 400", status)
 			}
 		})
 	}

@@ -91,7 +91,8 @@ type Options struct {
 	InputTypeName string
 	AccessTTL     time.Duration // access token lifetime (default 5m)
 	// Rotate makes each refresh_token grant invalidate the refresh token
-	// it used and return a new one.
+	// it used and return a new one. As in Keycloak, presenting a rotated-
+	// away token again is refused as reused and ends that session.
 	Rotate             bool
 	Realm              string // default "danlon-sandbox"
 	ClientID           string // default "paysync-sandbox"
