@@ -71,6 +71,10 @@ func (e *Error) Error() string {
 	b.WriteString(opWords(e.Op))
 	b.WriteString(": ")
 	if e.Class == Revoked {
+		if ie := (*InitialTokenError)(nil); errors.As(e.Err, &ie) {
+			b.WriteString(ie.Error()) // says what happened and what to do
+			return b.String()
+		}
 		b.WriteString(ErrRevoked.Error())
 		if e.Reason != "" {
 			b.WriteString(" (" + e.Reason + ")")
@@ -143,6 +147,13 @@ func classify(op string, info *callInfo, err error) *Error {
 		}
 	}
 
+	// The configured initial token cannot serve a store without a token of
+	// its own (see InitialTokenError): only an operator can fix that.
+	var ie *InitialTokenError
+	if errors.As(err, &ie) {
+		e.Class, e.Reason = Revoked, ie.Error()
+		return e
+	}
 	// Token endpoint failures: the GraphQL request was never sent.
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) {
@@ -155,6 +166,7 @@ func classify(op string, info *callInfo, err error) *Error {
 		status := 0
 		if re.Response != nil {
 			status = re.Response.StatusCode
+			e.RetryAfter = parseRetryAfter(re.Response.Header.Get("Retry-After"), time.Now()) // a throttled token endpoint says when too
 		}
 		switch {
 		case re.ErrorCode != "":

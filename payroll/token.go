@@ -45,6 +45,10 @@ type Locker interface {
 // ErrNoStoredToken is returned by TokenStore.Load when nothing is stored.
 var ErrNoStoredToken = errors.New("no stored refresh token")
 
+// ErrNoRefreshToken: neither the configuration nor the store holds a
+// refresh token. Like a revocation, only an operator can fix it.
+var ErrNoRefreshToken = errors.New("no refresh token: set PAYSYNC_REFRESH_TOKEN (or run `paysync auth password --save` against a sandbox)")
+
 // storeError marks a failure of the token store (not of the network).
 type storeError struct{ err error }
 
@@ -105,6 +109,17 @@ type TokenSource struct {
 	issuedAt  time.Time
 	bad       string // an access token the server refused (401): never reused
 	refreshes atomic.Int64
+	revoked   atomic.Bool // the last refresh was refused (invalid_grant)
+
+	// Under mu too: refused is the last refresh token the server refused
+	// (invalid_grant); lineage is the seed saved with rotated tokens: seed,
+	// or that of a stored token adopted after the configured one was refused.
+	refused     string
+	initRefused bool
+	lineage     string
+	// fromEmpty: the store holds no token, so rt is the configured one
+	// (see unspentLocked).
+	fromEmpty bool
 }
 
 // NewTokenSource returns a TokenSource; it makes no network call.
@@ -126,16 +141,22 @@ func NewTokenSource(cfg TokenConfig) *TokenSource {
 				AuthStyle: oauth2.AuthStyleInParams,
 			},
 		},
-		store: cfg.Store,
-		hc:    hc,
-		now:   now,
-		seed:  Fingerprint(cfg.RefreshToken),
-		init:  cfg.RefreshToken,
+		store:   cfg.Store,
+		hc:      hc,
+		now:     now,
+		seed:    Fingerprint(cfg.RefreshToken),
+		init:    cfg.RefreshToken,
+		lineage: Fingerprint(cfg.RefreshToken),
 	}
 }
 
 // Refreshes returns how many refresh_token grants succeeded.
 func (s *TokenSource) Refreshes() int64 { return s.refreshes.Load() }
+
+// Revoked reports whether the last refresh was refused (invalid_grant)
+// and none has worked since: the connection waits for an operator to
+// re-connect. It makes no call.
+func (s *TokenSource) Revoked() bool { return s.revoked.Load() }
 
 // Current returns the cached access token's expiry without refreshing.
 func (s *TokenSource) Current() (expiry time.Time, ok bool) {
@@ -182,7 +203,10 @@ func (s *TokenSource) margin() time.Duration {
 
 // chooseLocked picks the refresh token to spend: the stored one when it
 // descends from the configured initial token (or none is configured),
-// otherwise the configured one (an operator re-connected).
+// otherwise the configured one (an operator re-connected) — unless the
+// server refused the configured one and the store holds another: then an
+// operator re-connected by saving a new token (paysync auth), which a
+// running process picks up here, on its next refresh.
 func (s *TokenSource) chooseLocked(ctx context.Context) error {
 	if s.store == nil {
 		if !s.loaded {
@@ -191,18 +215,22 @@ func (s *TokenSource) chooseLocked(ctx context.Context) error {
 		return nil
 	}
 	st, err := s.store.Load(ctx)
+	s.fromEmpty = false
 	switch {
 	case errors.Is(err, ErrNoStoredToken):
 		if s.unsaved { // keep the rotated one we could not save yet
 			return nil
 		}
-		s.rt = s.init
+		s.rt, s.fromEmpty = s.init, true
 	case err != nil:
 		return &storeError{err}
 	case s.unsaved:
 		// Our in-memory rotated token is newer than anything stored.
-	case s.init == "" || st.Seed == s.seed:
-		s.rt = st.RefreshToken
+	case s.init == "" || st.Seed == s.seed || (s.initRefused && st.RefreshToken != "" && st.RefreshToken != s.refused && st.RefreshToken != s.init):
+		s.rt, s.lineage = st.RefreshToken, s.seed
+		if st.Seed != s.seed {
+			s.lineage = st.Seed // adopted: its successors keep its lineage
+		}
 		// Another process's access token, still good: use it.
 		if st.AccessToken != "" && st.AccessToken != s.bad {
 			tok := &oauth2.Token{AccessToken: st.AccessToken, TokenType: "Bearer", Expiry: st.Expiry}
@@ -213,7 +241,7 @@ func (s *TokenSource) chooseLocked(ctx context.Context) error {
 			}
 		}
 	default:
-		s.rt = s.init
+		s.rt, s.lineage = s.init, s.seed
 	}
 	s.loaded = true
 	return nil
@@ -239,7 +267,10 @@ func (s *TokenSource) refreshLocked(ctx context.Context) (*oauth2.Token, error) 
 		return s.cur, nil // loaded from the store: no refresh needed
 	}
 	if s.rt == "" {
-		return nil, &storeError{errors.New("no refresh token: set PAYSYNC_REFRESH_TOKEN (or run `paysync auth password --save` against a sandbox)")}
+		return nil, &storeError{ErrNoRefreshToken}
+	}
+	if err := s.unspentLocked(ctx); err != nil {
+		return nil, err
 	}
 	// A refresh in flight must not be abandoned when the caller gives up:
 	// with rotation the server may already have spent the old token.
@@ -248,10 +279,25 @@ func (s *TokenSource) refreshLocked(ctx context.Context) (*oauth2.Token, error) 
 	rctx = context.WithValue(rctx, oauth2.HTTPClient, s.hc)
 	issued := s.now()
 	tok, err := s.conf.TokenSource(rctx, &oauth2.Token{RefreshToken: s.rt}).Token()
+	if err != nil && refusedGrant(err) && s.rt == s.init && !s.initRefused && s.store != nil {
+		// The configured token is dead; a token an operator saved into the
+		// store (paysync auth) is the one to use: try it now.
+		s.refused, s.initRefused = s.rt, true
+		if cerr := s.chooseLocked(ctx); cerr == nil && s.rt != s.refused {
+			issued = s.now()
+			tok, err = s.conf.TokenSource(rctx, &oauth2.Token{RefreshToken: s.rt}).Token()
+		}
+	}
 	if err != nil {
-		return nil, err
+		if refusedGrant(err) {
+			s.refused = s.rt
+			s.initRefused = s.initRefused || s.rt == s.init
+			s.revoked.Store(true)
+		}
+		return nil, s.explainRefusedLocked(ctx, err)
 	}
 	s.refreshes.Add(1)
+	s.revoked.Store(false)
 	if tok.RefreshToken != "" && tok.RefreshToken != s.rt {
 		s.rt = tok.RefreshToken
 	}
@@ -271,7 +317,7 @@ func (s *TokenSource) saveLocked(ctx context.Context) error {
 		s.unsaved = false
 		return nil
 	}
-	st := StoredToken{RefreshToken: s.rt, Seed: s.seed, UpdatedAt: s.now().UTC()}
+	st := StoredToken{RefreshToken: s.rt, Seed: s.lineage, UpdatedAt: s.now().UTC()}
 	if s.cur != nil {
 		st.AccessToken, st.Issued, st.Expiry = s.cur.AccessToken, s.issuedAt, s.cur.Expiry
 	}
@@ -280,6 +326,12 @@ func (s *TokenSource) saveLocked(ctx context.Context) error {
 	}
 	s.unsaved = false
 	return nil
+}
+
+// refusedGrant: the token endpoint refused the refresh token itself.
+func refusedGrant(err error) bool {
+	var re *oauth2.RetrieveError
+	return errors.As(err, &re) && re.ErrorCode == "invalid_grant"
 }
 
 // PasswordGrant obtains tokens with the resource-owner password grant.

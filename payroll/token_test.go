@@ -189,3 +189,56 @@ func TestFileStore_SaveLoad(t *testing.T) {
 		}
 	}
 }
+
+// An operator re-connects while a process runs: the configured initial
+// token is refused (revoked), and `paysync auth` saves a new token (of its
+// own lineage) into the store. The running client picks it up on its next
+// call, without a restart, and keeps what it rotates from it in the store.
+func TestTokenSource_ReconnectSavedToStoreIsPickedUp(t *testing.T) {
+	e := startSandbox(t, sandbox.Options{Rotate: true})
+	store := &payroll.FileStore{Path: filepath.Join(t.TempDir(), "token.json")}
+	cfg := e.config(t)
+	cfg.Store = store
+	c, err := payroll.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	if _, err := c.CurrentCompany(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.sb.RevokeAll() // the account was disconnected
+	if c.Tokens().Revoked() {
+		t.Fatal("Revoked before any refresh was refused")
+	}
+	if _, err := c.CurrentCompany(ctx); !errors.Is(err, payroll.ErrRevoked) {
+		t.Fatalf("after the revocation: %v, want revoked", err)
+	}
+	if !c.Tokens().Revoked() {
+		t.Error("Revoked() is false after the refresh was refused")
+	}
+	// The operator connects again; the new token goes to the store, as
+	// `paysync auth password --save` writes it.
+	fresh := e.sb.IssueRefreshToken()
+	if err := store.Save(ctx, payroll.StoredToken{RefreshToken: fresh, Seed: payroll.Fingerprint(fresh)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CurrentCompany(ctx); err != nil {
+		t.Fatalf("after a new token was saved: %v; want it used without a restart", err)
+	}
+	if c.Tokens().Revoked() {
+		t.Error("Revoked() is still true after a refresh worked")
+	}
+	st, err := store.Load(ctx)
+	if err != nil || st.RefreshToken == fresh || st.Seed != payroll.Fingerprint(fresh) {
+		t.Errorf("stored seed %q (err %v); want the successor of the saved token, of its lineage %q", st.Seed, err, payroll.Fingerprint(fresh))
+	}
+	// A new process with the same (dead) configured token starts at once.
+	c2, err := payroll.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.CurrentCompany(ctx); err != nil {
+		t.Fatalf("a new process with the refused configured token: %v; want the stored one used", err)
+	}
+}

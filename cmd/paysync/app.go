@@ -46,6 +46,7 @@ func commands() map[string]command {
 		{"import", "map timesheet files to pay parts (--dry-run shows what would be sent)", runImport},
 		{"run", "the daemon: NATS JetStream and/or a cron-polled inbox, with metrics and health", runRun},
 		{"publish", "publish timesheet entries to NATS JetStream (one message per entry, Nats-Msg-Id = entry id)", runPublish},
+		{"deadletters", "list the NATS dead letters; --redrive sends them again to their subjects once the cause is fixed", runDeadLetters},
 		{"batches", "list batches, or show one: its pay parts, payroll ids, source lines and attempts", runBatches},
 		{"imports", "list imports, or show one with its batches and rejects", runImports},
 		{"revert", "delete the pay parts of a batch or an import from payroll", runRevert},
@@ -117,7 +118,8 @@ func report(err error, w io.Writer) int {
 		return 2
 	}
 	fmt.Fprintf(w, "paysync: %s\n", oneLine(err.Error()))
-	if errors.Is(err, payroll.ErrRevoked) {
+	var initial *payroll.InitialTokenError
+	if errors.Is(err, payroll.ErrRevoked) && !errors.As(err, &initial) { // that one says what to do itself
 		fmt.Fprintln(w, "paysync: what to do: connect paysync to the payroll account again (Danløn: Integrations → connect), set PAYSYNC_REFRESH_TOKEN to the new refresh token, then check with 'paysync auth status'. Nothing was sent while the connection was revoked.")
 	}
 	return 1

@@ -73,7 +73,7 @@ func runDemo(ctx context.Context, args []string, io stdio, _ lookupEnv) error {
 		return err
 	}
 	step(1, "dry run: what the Toggl export would become (paysync import --dry-run)")
-	rep, err := planImport(ctx, s, rules, "", []string{export}, mapping.ReadOptions{}, nil)
+	rep, err := planImport(ctx, s, rules, "", []string{export}, mapping.ReadOptions{}, nil, io.err)
 	if err != nil {
 		return err
 	}

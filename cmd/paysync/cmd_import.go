@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -141,7 +142,11 @@ func runImport(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	if f.company != "" {
 		cfg.CompanyID = f.company
 	}
-	s, err := cfg.connect(ctx, io, !f.dryRun)
+	conn := cfg
+	if f.dryRun {
+		conn = cfg.dryRunConfig()
+	}
+	s, err := conn.connect(ctx, io, !f.dryRun)
 	if err != nil {
 		return err
 	}
@@ -157,7 +162,7 @@ func runImport(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 		defer done()
 		s.led = led
 	}
-	rep, err := planImport(ctx, s, rules, cfg.CompanyID, files, opts, io.in)
+	rep, err := planImport(ctx, s, rules, cfg.CompanyID, files, opts, io.in, io.err)
 	if err != nil {
 		return err
 	}
@@ -180,17 +185,15 @@ func runImport(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 // then dropped. Nothing is committed or sent. What stays in memory is the
 // report: the pay parts with their entry references. Meta and employees
 // are fetched once for the run.
-func planImport(ctx context.Context, s *session, rules *mapping.Rules, company string, files []string, opts mapping.ReadOptions, stdin io.Reader) (importReport, error) {
-	schema, err := s.cl.Schema(ctx)
+func planImport(ctx context.Context, s *session, rules *mapping.Rules, company string, files []string, opts mapping.ReadOptions, stdin io.Reader, stderr io.Writer) (importReport, error) {
+	w := s.commandWaiter(stderr)
+	schema, company, err := startupReads(ctx, w, s.cl, rules, company, func(string) {})
 	if err != nil {
-		return importReport{}, err
-	}
-	if company, err = defaultCompany(ctx, s.cl, rules, company); err != nil {
-		return importReport{}, err
+		return importReport{}, s.startupErr(err)
 	}
 	cache := mapping.NewCache(s.cl)
-	if _, err := cache.Meta(ctx); err != nil {
-		return importReport{}, err
+	if err := w.Do(ctx, "the pay codes", func(ctx context.Context) error { _, err := cache.Meta(ctx); return err }); err != nil {
+		return importReport{}, s.startupErr(err)
 	}
 	im := &worker.Importer{L: s.led, Mapper: mapping.NewMapper(rules, cache, schema, company), Rules: rules, Wire: schema,
 		Read: opts, BatchSize: s.cfg.BatchSize}
@@ -243,6 +246,30 @@ func planImport(ctx context.Context, s *session, rules *mapping.Rules, company s
 		rep.Problems = []problemJSON{}
 	}
 	return rep, nil
+}
+
+// dryRunConfig is the configuration a dry run connects with: the same,
+// except that when the refresh token is kept in a ledger that does not
+// exist, it is kept beside it (pendingTokenPath) until the ledger is
+// created and takes it over. So a dry run never creates a ledger, and a
+// token it rotates is neither lost nor spent again by the first real run.
+func (c config) dryRunConfig() config {
+	if c.TokenFile != "" {
+		return c
+	}
+	p := c.ledgerPath()
+	if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
+		return c // it exists (or opening it will say what is wrong)
+	}
+	dir := filepath.Dir(p)
+	if c.Ledger == "" {
+		_ = os.MkdirAll(dir, 0o700) // as opening the default ledger would
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return c // opening the ledger says that the directory is missing
+	}
+	c.TokenFile = pendingTokenPath(p)
+	return c
 }
 
 // previewLedger is the ledger a dry run plans against when the session has

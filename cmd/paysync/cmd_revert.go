@@ -5,12 +5,15 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
+	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/ledger"
 	"github.com/paysync/paysync/mapping"
 	"github.com/paysync/paysync/worker"
+	"github.com/paysync/paysync/worker/stream"
 )
 
 // parseInterspersed parses flags that may come after positional arguments.
@@ -37,7 +40,9 @@ func targets(ctx context.Context, l *ledger.Ledger, what string, pos []string, i
 		if _, err := l.Source(ctx, importID); err != nil {
 			return nil, err
 		}
-		return l.BatchesOfSource(ctx, importID)
+		// Its replays (and re-drives) are recorded as imports of their
+		// own: reverting the import reverts them too.
+		return l.BatchesOfImport(ctx, importID)
 	case len(pos) == 1:
 		id, err := parseID(what, pos[0])
 		if err != nil {
@@ -114,14 +119,19 @@ func runRevert(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 		}
 	}
 	// Read first: what still exists in payroll.
+	w := s.commandWaiter(io.err)
 	exists := map[string]bool{}
 	companies := map[string]bool{}
 	for _, it := range items {
 		if !companies[it.CompanyID] {
 			companies[it.CompanyID] = true
-			pps, err := s.cl.PayParts(ctx, it.CompanyID)
-			if err != nil {
+			var pps []paysync.PayPart
+			err := w.Do(ctx, "the pay parts of company "+it.CompanyID, func(ctx context.Context) (err error) {
+				pps, err = s.cl.PayParts(ctx, it.CompanyID)
 				return err
+			})
+			if err != nil {
+				return s.startupErr(err)
 			}
 			for _, p := range pps {
 				exists[p.ID] = true
@@ -132,8 +142,11 @@ func runRevert(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	n := 0
 	for _, it := range items {
 		in := "gone (deleted by hand)"
-		if exists[it.PayrollID] {
+		switch {
+		case exists[it.PayrollID]:
 			in, n = "yes: will be deleted", n+1
+		case it.DeleteAttempt != 0:
+			in = "gone (deleted by an interrupted revert)"
 		}
 		tb.row(fmt.Sprint(it.BatchID), it.PayrollID, it.EmployeeName, it.Code, num(it.Units), num(it.Rate), num(it.Amount), in)
 	}
@@ -152,8 +165,8 @@ func runRevert(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 		}
 	}
 	d := s.deliverer(io)
-	if err := d.Recover(ctx); err != nil {
-		return err
+	if err := w.Do(ctx, waitRecovery, d.Recover); err != nil {
+		return s.startupErr(err)
 	}
 	if err := d.Revert(ctx, ids); err != nil {
 		return err
@@ -172,10 +185,10 @@ func runReplay(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	var rulesFile string
 	fs := newFlagSet("replay", "replay BATCH_ID | --import ID [--dry-run] [--yes] [--force]", io)
 	cfg.apiFlags(fs)
-	fs.Int64Var(&importID, "import", 0, "replay every entry of this import")
+	fs.Int64Var(&importID, "import", 0, "replay every entry of this import (of one refused as a whole: import its stored input again)")
 	fs.BoolVar(&dryRun, "dry-run", false, "show what would be sent, send nothing")
 	fs.BoolVar(&yes, "yes", false, "do not ask for confirmation")
-	fs.BoolVar(&force, "force", false, "replay even though the original's pay parts still exist in payroll (pays again!)")
+	fs.BoolVar(&force, "force", false, "replay also the entries whose pay parts are in payroll (pays them again!)")
 	fs.BoolVar(&asJSON, "json", false, "print JSON")
 	fs.StringVar(&rulesFile, "rules", cfg.Mapping, "mapping rules file (PAYSYNC_MAPPING)")
 	pos, err := parseInterspersed(fs, args)
@@ -186,11 +199,6 @@ func runReplay(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	if err != nil {
 		return err
 	}
-	s, err := cfg.connect(ctx, io, true)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
 	var batchID int64
 	if importID == 0 {
 		if len(pos) != 1 {
@@ -202,24 +210,61 @@ func runReplay(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	} else if len(pos) > 0 {
 		return usagef("replay: give a batch id or --import ID, not both")
 	}
-	schema, err := s.cl.Schema(ctx)
+	s, err := cfg.connect(ctx, io, true)
 	if err != nil {
 		return err
 	}
-	company, err := defaultCompany(ctx, s.cl, rules, cfg.CompanyID)
+	defer s.Close()
+	w := s.commandWaiter(io.err)
+	schema, company, err := startupReads(ctx, w, s.cl, rules, cfg.CompanyID, func(string) {})
 	if err != nil {
-		return err
+		return s.startupErr(err)
 	}
 	d := s.deliverer(io)
-	if err := d.Recover(ctx); err != nil {
-		return err
+	finishLeftovers := func() error { return s.startupErr(w.Do(ctx, waitRecovery, d.Recover)) }
+	mapper := mapping.NewMapper(rules, mapping.NewCache(s.cl), schema, company)
+	if importID != 0 {
+		src, err := s.led.Source(ctx, importID)
+		if err != nil {
+			return err
+		}
+		if src.Status == "rejected" {
+			// Its input is taken again the way it came: a message as the
+			// daemon takes messages (for the subject's company), a file as
+			// the inbox takes files.
+			drive := func(preview func(paysync.PlannedPayPart) error) (worker.Report, error) {
+				if src.Kind == "nats" {
+					mi := &worker.MessageImporter{L: s.led, Mapper: mapper, Rules: rules, Wire: schema, BatchSize: cfg.BatchSize}
+					return worker.RedriveMessage(ctx, s.led, mi, d, src, stream.CompanyOf(src.Name), preview)
+				}
+				im := &worker.Importer{L: s.led, D: d, Mapper: mapper, Rules: rules, Wire: schema, BatchSize: cfg.BatchSize}
+				return worker.Redrive(ctx, s.led, im, src, preview)
+			}
+			return redrive(ctx, s, d, finishLeftovers, src, drive, dryRun, yes, asJSON, io)
+		}
 	}
-	r := &worker.Replayer{L: s.led, D: d, Mapper: mapping.NewMapper(rules, mapping.NewCache(s.cl), schema, company), Rules: rules, Wire: schema, BatchSize: cfg.BatchSize}
+	r := &worker.Replayer{L: s.led, D: d, Mapper: mapper, Rules: rules, Wire: schema, BatchSize: cfg.BatchSize}
+	rep := replayReport{}
+	if !dryRun {
+		// What an earlier run left in flight is settled first, and what an
+		// earlier replay of these entries left open is sent: an
+		// interrupted replay is finished, not planned again.
+		if err := finishLeftovers(); err != nil {
+			return err
+		}
+		if rep.Resumed, err = r.Resume(ctx, batchID, importID); err != nil {
+			return err
+		}
+		if len(rep.Resumed) > 0 && !asJSON {
+			fmt.Fprintf(io.out, "finished batches %v left open by an earlier replay: %d pay parts created\n\n", rep.Resumed, d.Stats.Created)
+		}
+	}
 	plan, err := r.Plan(ctx, batchID, importID, force)
 	if err != nil {
 		return err
 	}
-	rep := importReport{PayParts: plan.PayParts, Summary: importSummary{Skipped: plan.Skipped, PayParts: len(plan.PayParts)}}
+	rep.PayParts, rep.InPayroll, rep.PaidAgain = plan.PayParts, plan.InPayroll, plan.Forced
+	rep.Summary = importSummary{Skipped: plan.Skipped, PayParts: len(plan.PayParts)}
 	for _, p := range plan.Problems {
 		rep.Problems = append(rep.Problems, toProblemJSON(p)...)
 	}
@@ -228,26 +273,171 @@ func runReplay(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 		return writeJSON(io.out, rep)
 	}
 	if !asJSON {
-		if err := writeImportReport(io.out, rep); err != nil {
+		if err := writeImportReport(io.out, rep.importReport); err != nil {
 			return err
 		}
+		writeLiveSkips(io.out, plan)
 	}
-	if dryRun || len(plan.PayParts) == 0 {
+	if dryRun {
 		return nil
 	}
-	if err := confirm(io, yes, fmt.Sprintf("send %d pay parts to payroll?", len(plan.PayParts))); err != nil {
-		return err
-	}
-	ids, err := r.Run(ctx, plan)
+	unfinished, err := unfinishedOf(ctx, s.led, rep.Resumed)
 	if err != nil {
 		return err
 	}
-	if asJSON {
-		return writeJSON(io.out, map[string]any{"batches": ids, "created": d.Stats.Created, "rejected": d.Stats.Rejected})
+	var ids []int64
+	if len(plan.PayParts) > 0 {
+		if err := confirm(io, yes, fmt.Sprintf("send %d pay parts to payroll?", len(plan.PayParts))); err != nil {
+			return err
+		}
+		if ids, err = r.Run(ctx, plan); err != nil {
+			return err
+		}
+		more, err := unfinishedOf(ctx, s.led, ids)
+		if err != nil {
+			return err
+		}
+		unfinished += more
 	}
-	fmt.Fprintf(io.out, "replayed into batches %v: %d pay parts created, %d rejected\n", ids, d.Stats.Created, d.Stats.Rejected)
-	if d.Stats.Rejected > 0 || len(plan.Problems) > 0 {
+	switch {
+	case asJSON:
+		if err := writeJSON(io.out, map[string]any{"batches": ids, "created": d.Stats.Created, "rejected": d.Stats.Rejected,
+			"resumed_batches": rep.Resumed, "in_payroll_already": rep.InPayroll, "paid_again": rep.PaidAgain}); err != nil {
+			return err
+		}
+	case len(ids) > 0:
+		fmt.Fprintf(io.out, "replayed into batches %v: %d pay parts created, %d rejected\n", ids, d.Stats.Created, d.Stats.Rejected)
+	default:
+		fmt.Fprintln(io.out, "nothing left to replay")
+	}
+	switch {
+	case d.Stats.Rejected > 0 || len(plan.Problems) > 0:
 		return fmt.Errorf("replay: %d problem(s), %d rejected by payroll", len(plan.Problems), d.Stats.Rejected)
+	case unfinished > 0:
+		return fmt.Errorf("replay: %d batch(es) did not finish; they stay pending and are sent by the next replay, import or paysync run (paysync batches --state failed)", unfinished)
+	}
+	return nil
+}
+
+// replayReport is a replay's plan: an import's report and the entries
+// left out or paid again.
+type replayReport struct {
+	importReport
+	InPayroll []worker.LiveSkip `json:"in_payroll_already,omitempty"`
+	PaidAgain []worker.LiveSkip `json:"paid_again,omitempty"`
+	Resumed   []int64           `json:"resumed_batches,omitempty"`
+}
+
+// writeLiveSkips says which entries a replay leaves out because an
+// earlier replay has them in payroll, or pays again with --force.
+func writeLiveSkips(w io.Writer, plan worker.ReplayPlan) {
+	for _, s := range plan.InPayroll {
+		if s.Pending {
+			fmt.Fprintf(w, "%d entries are on their way to payroll through batch %d (an earlier replay, not yet sent): not replayed; it is sent first\n", s.Entries, s.BatchID)
+		} else {
+			fmt.Fprintf(w, "%d entries are in payroll already through batch %d (an earlier replay): not replayed\n", s.Entries, s.BatchID)
+		}
+	}
+	for _, s := range plan.Forced {
+		fmt.Fprintf(w, "--force: %d entries in payroll already (or on their way) through batch %d are paid again\n", s.Entries, s.BatchID)
+	}
+}
+
+// unfinishedOf counts the batches among ids (and those they split into)
+// that still owe work.
+func unfinishedOf(ctx context.Context, l *ledger.Ledger, ids []int64) (int, error) {
+	n := 0
+	for _, id := range ids {
+		fam, err := l.Family(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		for _, b := range fam {
+			switch b.State {
+			case ledger.BatchPending, ledger.BatchSending, ledger.BatchFailed:
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
+// redrive imports the stored input of an import refused as a whole again,
+// with the current rules, as a new import (paysync imports links it to the
+// refused one); run again, it finds that import and finishes it.
+func redrive(ctx context.Context, s *session, d *worker.Deliverer, finishLeftovers func() error, src ledger.Source, drive func(preview func(paysync.PlannedPayPart) error) (worker.Report, error), dryRun, yes, asJSON bool, io stdio) error {
+	if dryRun {
+		var pps []paysync.PlannedPayPart
+		rep, err := drive(func(pp paysync.PlannedPayPart) error {
+			pps = append(pps, pp)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		out := importReport{PayParts: pps, Summary: importSummary{Files: 1, Entries: rep.Entries, Mapped: rep.Mapped, Skipped: rep.Skipped,
+			PayParts: len(pps), AlreadyImported: rep.Duplicates, ProblemsOmitted: rep.ProblemsOmitted}}
+		if rep.Duplicate {
+			out.ImportedBefore = []importedBefore{{Source: src.Name, ImportID: rep.ImportID, At: rep.ImportedAt}}
+		}
+		for _, p := range rep.ProblemList() {
+			out.Problems = append(out.Problems, toProblemJSON(p)...)
+		}
+		out.Summary.Problems = len(out.Problems) + rep.ProblemsOmitted
+		if asJSON {
+			return writeJSON(io.out, out)
+		}
+		fmt.Fprintf(io.out, "import %d (%s) was refused as a whole; its stored input would be imported again with the current rules:\n\n", src.ID, src.Name)
+		return writeImportReport(io.out, out)
+	}
+	if err := confirm(io, yes, fmt.Sprintf("import the stored input of import %d (%s) again and send it to payroll?", src.ID, src.Name)); err != nil {
+		return err
+	}
+	if err := finishLeftovers(); err != nil {
+		return err
+	}
+	rep, runErr := drive(nil)
+	sum := sendSummary{Imports: []worker.Report{rep}, Created: d.Stats.Created, Reconciled: d.Stats.Reconciled, Rejected: d.Stats.Rejected, APICalls: s.cl.Calls(),
+		ProblemsOmitted: rep.ProblemsOmitted, Problems: []problemJSON{}}
+	for _, p := range rep.ProblemList() {
+		sum.Problems = append(sum.Problems, toProblemJSON(p)...)
+	}
+	if rep.ImportID != 0 && src.Kind != "nats" { // a message's pay parts join batches of others: RedriveMessage names them
+		bs, err := s.led.BatchesOfSource(ctx, rep.ImportID)
+		if err != nil {
+			return err
+		}
+		rep.Batches = rep.Batches[:0]
+		for _, b := range bs {
+			if b.State != ledger.BatchSplit { // its children are listed
+				rep.Batches = append(rep.Batches, b.ID)
+			}
+		}
+		sum.Imports[0].Batches = rep.Batches
+	}
+	sum.Batches = len(rep.Batches)
+	var err error
+	if sum.Unfinished, err = unfinishedOf(ctx, s.led, rep.Batches); err != nil {
+		return err
+	}
+	if asJSON {
+		if err := writeJSON(io.out, sum); err != nil {
+			return err
+		}
+	} else {
+		if rep.RejectedAs != 0 {
+			fmt.Fprintf(io.out, "%s: refused again as a whole (recorded as import %d)\n", src.Name, rep.RejectedAs)
+			sum.Imports = nil
+		}
+		writeSendSummary(io.out, sum)
+	}
+	switch {
+	case runErr != nil:
+		return runErr
+	case len(sum.Problems) > 0:
+		return fmt.Errorf("replay: import %d still has %d problem(s): fix them (rules, payroll) and replay it again", src.ID, len(sum.Problems)+sum.ProblemsOmitted)
+	case sum.Unfinished > 0:
+		return fmt.Errorf("replay: %d batch(es) did not finish; they stay pending and are retried on the next run (paysync batches --state failed)", sum.Unfinished)
 	}
 	return nil
 }

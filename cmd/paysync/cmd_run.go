@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -190,23 +191,7 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 	d := s.deliverer(io)
 	d.Log = log
 	d.Limiter = rate.NewLimiter(rate.Limit(cfg.RateLimit), max(1, int(cfg.RateLimit)))
-	d.OnBatch = func(outcome string, n int) {
-		m.Batches.WithLabelValues(outcome).Inc()
-		m.PayParts.WithLabelValues(outcome).Add(float64(n))
-	}
-	// Whatever an earlier run left in flight is settled before new work.
-	if err := d.Recover(ctx); err != nil {
-		return err
-	}
-	schema, err := s.cl.Schema(ctx)
-	if err != nil {
-		return err
-	}
-	company, err := defaultCompany(ctx, s.cl, rules, cfg.CompanyID)
-	if err != nil {
-		return err
-	}
-	mapper := mapping.NewMapper(rules, mapping.NewCache(s.cl), schema, company)
+	d.OnBatch, d.OnPayParts = m.ObserveBatch, m.ObservePayParts
 	pipe := &worker.Pipeline{L: s.led, D: d, Linger: cfg.BatchLinger, InFlight: cfg.InFlight, Log: log}
 	pipe.Init()
 	observe := func(kind string, rep worker.Report) {
@@ -217,10 +202,15 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 		}
 	}
 
-	// Sources: they only commit to the ledger; the pipeline sends.
+	// Sources: they only commit to the ledger; the pipeline sends. They are
+	// set up now, so that a configuration error stops here, and started
+	// once the schema and the default company are known: their mapper
+	// needs both (setMapper).
 	var in *inbox.Inbox
+	var im *worker.Importer
+	var mi *worker.MessageImporter
 	if cfg.Inbox != "" {
-		im := &worker.Importer{L: s.led, Mapper: mapper, Rules: rules, Wire: schema, BatchSize: cfg.BatchSize, AllOrNothing: cfg.FilePolicy == "all-or-nothing"}
+		im = &worker.Importer{L: s.led, Rules: rules, BatchSize: cfg.BatchSize, AllOrNothing: cfg.FilePolicy == "all-or-nothing"}
 		icfg := inbox.Config{Dir: cfg.Inbox, Schedule: cfg.Schedule, Policy: inbox.Policy(cfg.FilePolicy), Logger: log}
 		if once {
 			icfg.SettleLook = time.Second
@@ -230,7 +220,7 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 		}
 	}
 	if cfg.NATSURL != "" && !once {
-		mi := &worker.MessageImporter{L: s.led, Mapper: mapper, Rules: rules, Wire: schema, BatchSize: cfg.BatchSize}
+		mi = &worker.MessageImporter{L: s.led, Rules: rules, BatchSize: cfg.BatchSize}
 		scfg := stream.Config{URL: cfg.NATSURL, CredsFile: cfg.NATSCreds, NKeySeedFile: cfg.NATSNKey, CAFile: cfg.NATSCA, CertFile: cfg.NATSCert, KeyFile: cfg.NATSKey,
 			Stream: cfg.NATSStream, Subjects: []string{cfg.NATSSubject}, Durable: cfg.NATSDurable, DeadLetter: cfg.NATSDeadLetter, Bind: cfg.NATSBind, Logger: log,
 			AckWait: cfg.NATSAckWait, Filter: cfg.NATSFilter}
@@ -238,30 +228,35 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 			return usagef("%v", err)
 		}
 	}
-
-	if once {
-		if in != nil {
-			res, err := in.Poll(ctx)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(io.out, "inbox: %d processed, %d failed, %d duplicates, %d still being written\n", res.Processed, res.Failed, res.Duplicates, res.Waiting)
+	setMapper := func(schema payroll.Schema, company string) {
+		mapper := mapping.NewMapper(rules, mapping.NewCache(s.cl), schema, company)
+		if im != nil {
+			im.Mapper, im.Wire = mapper, schema
 		}
-		if err := pipe.Flush(ctx, 0); err != nil {
-			return err
+		if mi != nil {
+			mi.Mapper, mi.Wire = mapper, schema
 		}
-		st := pipe.Stats()
-		fmt.Fprintf(io.out, "delivered: %d pay parts created, %d rejected; %d batches failed\n", st.Created, st.Rejected, st.Failed)
-		return nil
 	}
 
-	// HTTP: metrics and health.
+	if once {
+		return runOnce(ctx, s, d, pipe, in, rules, setMapper, io)
+	}
+
+	// The start-up reads wait for payroll as long as it takes (a revoked
+	// connection included: a token saved meanwhile is picked up), while
+	// /readyz says what they wait for: the listener comes first.
+	status := &startupStatus{log: log, what: waitSchema}
+	var srcStarted atomic.Bool
 	var hsrv *http.Server
 	if cfg.HTTPAddr != "" {
 		checks := []metrics.Check{
 			{Name: "ledger", Fn: func() error { return s.led.CheckWritable(context.Background()) }},
+			{Name: "payroll", Fn: status.check},
 			{Name: "payroll token", Fn: func() error {
-				if pipe.Revoked() {
+				// The sending loop's last look, or the token source's last
+				// refresh: either one refused means not ready, also while the
+				// loop has nothing to send.
+				if pipe.Revoked() || s.cl.Tokens().Revoked() {
 					return errors.New("connection revoked: re-connect the payroll account")
 				}
 				return nil
@@ -269,8 +264,11 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 		}
 		if src != nil {
 			checks = append(checks, metrics.Check{Name: "nats", Fn: func() error {
-				if !src.Connected() {
-					return errors.New("not connected")
+				if !srcStarted.Load() {
+					return errors.New("not started: waiting for payroll (the mapper needs the schema)")
+				}
+				if ok, why := src.Status(); !ok {
+					return errors.New(why)
 				}
 				return nil
 			}})
@@ -295,32 +293,79 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRun()
+	startCtx, stopStart := context.WithCancel(ctx)
+	defer stopStart()
+	// life keeps the start-up from starting anything once the stop began.
+	var life struct {
+		sync.Mutex
+		stopping, sending bool
+	}
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); pipe.Run(runCtx) }()
-	if in != nil {
-		if err := in.Start(runCtx); err != nil {
-			return err
-		}
-	}
-	if src != nil {
-		if err := src.Start(ctx); err != nil { // start-up ends with a signal too
-			if ctx.Err() == nil {
-				return err
+	failed := make(chan error, 2) // start-up failures that only an operator can fix
+	startDone := make(chan struct{})
+	w := &payroll.Waiter{WaitRevoked: true, RetryOther: true, Max: 10 * time.Second, OnWait: status.onWait}
+	go func() {
+		defer close(startDone)
+		schema, company, err := startupReads(startCtx, w, s.cl, rules, cfg.CompanyID, status.step)
+		if err != nil {
+			if startCtx.Err() == nil {
+				failed <- err
 			}
-			src = nil // stopped while still connecting: nothing to drain
+			return
 		}
-	}
+		setMapper(schema, company)
+		// Intake first: it commits to the ledger, which needs no payroll
+		// call beyond what the mapper reads.
+		life.Lock()
+		if !life.stopping && in != nil {
+			err = in.Start(runCtx)
+		}
+		life.Unlock()
+		if err != nil {
+			failed <- err
+			return
+		}
+		if src != nil {
+			srcStarted.Store(true)
+			go func() {
+				if err := src.Start(startCtx); err != nil && startCtx.Err() == nil { // start-up ends with a signal too
+					failed <- err
+				}
+			}()
+		}
+		// Whatever an earlier run left in flight is settled before new work
+		// is sent.
+		status.step(waitRecovery)
+		if err := w.Do(startCtx, waitRecovery, d.Recover); err != nil {
+			if startCtx.Err() == nil {
+				failed <- err
+			}
+			return
+		}
+		life.Lock()
+		if !life.stopping {
+			life.sending = true
+			wg.Add(1)
+			go func() { defer wg.Done(); pipe.Run(runCtx) }()
+		}
+		life.Unlock()
+		status.finish()
+		log.Info("paysync running", "inbox", cfg.Inbox, "nats", cfg.NATSURL != "", "linger", cfg.BatchLinger.String())
+	}()
+
 	// SIGHUP or SIGUSR1: poll the inbox now; SIGUSR2: switch debug logging
 	// on or off.
 	poke := make(chan os.Signal, 1)
 	signal.Notify(poke, syscall.SIGUSR1, syscall.SIGHUP, syscall.SIGUSR2)
 	defer signal.Stop(poke)
-	log.Info("paysync running", "inbox", cfg.Inbox, "nats", cfg.NATSURL != "", "linger", cfg.BatchLinger.String())
+	var runErr error
 	for loop := true; loop; {
 		select {
 		case <-ctx.Done():
 			loop = false
+		case err := <-failed:
+			log.Error("cannot start: stopping", "err", err)
+			runErr, loop = err, false
 		case sig := <-poke:
 			switch {
 			case sig == syscall.SIGUSR2 && level.Level() == slog.LevelDebug:
@@ -348,6 +393,15 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 		cancel()
 	})
 	context.AfterFunc(graceCtx, stopRun) // in-flight calls are cut only at the end
+	stopStart()
+	select { // a token refresh in flight is not cut (payroll.TokenSource)
+	case <-startDone:
+	case <-graceCtx.Done():
+	}
+	life.Lock()
+	life.stopping = true
+	sending := life.sending
+	life.Unlock()
 	if src != nil {
 		if err := src.Close(graceCtx); err != nil {
 			log.Warn("closing the NATS source", "err", err)
@@ -360,12 +414,45 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 	}
 	pipe.Stop()
 	wg.Wait()
-	if err := pipe.Flush(graceCtx, 0); err != nil && graceCtx.Err() == nil {
-		log.Warn("last flush", "err", err)
+	// Only after recovery: a batch left in flight is reconciled before
+	// anything is sent.
+	if sending {
+		if err := pipe.Flush(graceCtx, 0); err != nil && graceCtx.Err() == nil {
+			log.Warn("last flush", "err", err)
+		}
 	}
 	if hsrv != nil {
 		hsrv.Shutdown(graceCtx)
 	}
 	log.Info("stopped", "created", pipe.Stats().Created)
+	return runErr
+}
+
+// runOnce is `paysync run --once`: a command, so its start-up reads wait
+// at most PAYSYNC_STARTUP_TIMEOUT.
+func runOnce(ctx context.Context, s *session, d *worker.Deliverer, pipe *worker.Pipeline, in *inbox.Inbox, rules *mapping.Rules,
+	setMapper func(payroll.Schema, string), io stdio) error {
+	w := s.commandWaiter(io.err)
+	schema, company, err := startupReads(ctx, w, s.cl, rules, s.cfg.CompanyID, func(string) {})
+	if err != nil {
+		return s.startupErr(err)
+	}
+	setMapper(schema, company)
+	// Whatever an earlier run left in flight is settled before new work.
+	if err := w.Do(ctx, waitRecovery, d.Recover); err != nil {
+		return s.startupErr(err)
+	}
+	if in != nil {
+		res, err := in.Poll(ctx)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(io.out, "inbox: %d processed, %d failed, %d duplicates, %d still being written\n", res.Processed, res.Failed, res.Duplicates, res.Waiting)
+	}
+	if err := pipe.Flush(ctx, 0); err != nil {
+		return err
+	}
+	st := pipe.Stats()
+	fmt.Fprintf(io.out, "delivered: %d pay parts created, %d rejected; %d batches failed\n", st.Created, st.Rejected, st.Failed)
 	return nil
 }

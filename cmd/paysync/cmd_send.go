@@ -87,13 +87,12 @@ type sendSummary struct {
 
 // sendImport imports files for real: intent first, then delivery.
 func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []string, opts mapping.ReadOptions, asJSON bool, io stdio) error {
-	schema, err := s.cl.Schema(ctx)
+	// The start-up reads wait out a short payroll outage (429, 5xx, token
+	// endpoint), up to PAYSYNC_STARTUP_TIMEOUT in all.
+	w := s.commandWaiter(io.err)
+	schema, company, err := startupReads(ctx, w, s.cl, rules, s.cfg.CompanyID, func(string) {})
 	if err != nil {
-		return err
-	}
-	company, err := defaultCompany(ctx, s.cl, rules, s.cfg.CompanyID)
-	if err != nil {
-		return err
+		return s.startupErr(err)
 	}
 	d := s.deliverer(io)
 	prog := newProgress(io.err)
@@ -101,8 +100,8 @@ func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []s
 	defer prog.done()
 	// Whatever an earlier run left in flight is settled before new work:
 	// batches left sending are reconciled, open ones delivered.
-	if err := d.Recover(ctx); err != nil {
-		return err
+	if err := w.Do(ctx, waitRecovery, d.Recover); err != nil {
+		return s.startupErr(err)
 	}
 	if open, err := s.led.OpenBatches(ctx, 0); err != nil {
 		return err
@@ -161,7 +160,10 @@ func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []s
 					}
 					rep.Batches = append(rep.Batches, b.ID)
 					sum.Batches++
-					if b.State != ledger.BatchCreated {
+					// Only what still owes work: a batch reverted (or
+					// replayed after a revert) is finished.
+					switch b.State {
+					case ledger.BatchPending, ledger.BatchSending, ledger.BatchFailed:
 						sum.Unfinished++
 					}
 				}

@@ -52,6 +52,10 @@ type config struct {
 	Mapping      string        `env:"PAYSYNC_MAPPING"`
 	Ledger       string        `env:"PAYSYNC_LEDGER"`
 	BatchSize    int           `env:"PAYSYNC_BATCH_SIZE, default=100"`
+	// StartupTimeout bounds how long a command (import, replay, run
+	// --once) waits for payroll's start-up reads through transient
+	// failures; the daemon waits as long as it takes.
+	StartupTimeout time.Duration `env:"PAYSYNC_STARTUP_TIMEOUT, default=1m"`
 
 	// The daemon (paysync run).
 	Inbox          string        `env:"PAYSYNC_INBOX"`
@@ -144,6 +148,9 @@ func (c *config) validate() error {
 	}
 	if c.HTTPTimeout <= 0 {
 		return usagef("config: PAYSYNC_HTTP_TIMEOUT: must be positive, got %s", c.HTTPTimeout)
+	}
+	if c.StartupTimeout <= 0 {
+		return usagef("config: PAYSYNC_STARTUP_TIMEOUT: must be positive, got %s", c.StartupTimeout)
 	}
 	switch c.WireNumbers {
 	case "auto", "float", "int":
@@ -271,7 +278,7 @@ func (s *session) tokenStore() payroll.TokenStore {
 	if s.led != nil && s.cfg.TokenFile == "" {
 		return ledgerTokens{s.led}
 	}
-	return &payroll.FileStore{Path: s.cfg.tokenFile()}
+	return fileTokens{&payroll.FileStore{Path: s.cfg.tokenFile()}}
 }
 
 // apiSetup loads the configuration, parses the command's flags (after

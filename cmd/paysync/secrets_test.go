@@ -672,7 +672,8 @@ func TestSecrets_NeverLeak(t *testing.T) {
 	}
 	step("meta, unreachable payroll", 1, with(base, "PAYSYNC_PAYROLL_URL", "http://127.0.0.1:1", "PAYSYNC_AUTH_URL", "http://127.0.0.1:1",
 		"PAYSYNC_TOKEN_FILE", filepath.Join(dir, "d2", "token.json"), "PAYSYNC_REFRESH_TOKEN", freshToken()), "meta", "--json")
-	step("import, unreachable payroll", 1, with(envB, "PAYSYNC_PAYROLL_URL", "http://127.0.0.1:1", "PAYSYNC_AUTH_URL", "http://127.0.0.1:1"), "import", filepath.Join(examples, "clockify.csv"))
+	step("import, unreachable payroll", 1, with(envB, "PAYSYNC_PAYROLL_URL", "http://127.0.0.1:1", "PAYSYNC_AUTH_URL", "http://127.0.0.1:1",
+		"PAYSYNC_STARTUP_TIMEOUT", "2s"), "import", filepath.Join(examples, "clockify.csv")) // the start-up waits that long for payroll
 
 	// NATS_URL with user:pass in flag defaults (--help, a mistyped flag)
 	// and in a URL NATS cannot parse.
