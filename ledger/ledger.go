@@ -181,16 +181,23 @@ func (l *Ledger) classifyOpen(op string, err error) error {
 // migrate applies the embedded migrations in order, each in a transaction
 // that also sets PRAGMA user_version.
 func (l *Ledger) migrate(ctx context.Context) error {
-	var v int
-	if err := l.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-		return l.classifyOpen("read schema version", err)
-	}
-	// In WAL mode a writer does not block readers: take the write lock
-	// once, so that a ledger in use by another writer is reported now.
-	if tx, err := l.db.BeginTx(ctx, nil); err != nil {
+	// The schema version and the tables are read together under the write
+	// lock (the connection begins immediate transactions): another process
+	// migrating the same new ledger at this moment is either done (its
+	// version and tables are seen) or not yet begun (neither is). Taking
+	// the lock also reports a ledger in use by another writer now.
+	var v, tables, batches int
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
 		return l.classifyOpen("lock", err)
-	} else {
-		tx.Rollback()
+	}
+	err = tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v)
+	if err == nil {
+		err = tx.QueryRowContext(ctx, "SELECT count(*), count(*) FILTER (WHERE name = 'batches') FROM sqlite_master").Scan(&tables, &batches)
+	}
+	tx.Rollback()
+	if err != nil {
+		return l.classifyOpen("read schema", err)
 	}
 	// A readable header is not enough: make sure the pages are sane.
 	var check string
@@ -207,20 +214,28 @@ func (l *Ledger) migrate(ctx context.Context) error {
 	if v > len(names) {
 		return fmt.Errorf("ledger %s: %w (schema version %d, this paysync knows up to %d): upgrade paysync; never downgrade a ledger", l.path, ErrNewerSchema, v, len(names))
 	}
-	if v > 0 {
-		var n int
-		if err := l.db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE name = 'batches'").Scan(&n); err != nil || n == 0 {
-			return fmt.Errorf("ledger %s: %w: schema version %d but no paysync tables", l.path, ErrCorrupt, v)
-		}
-	} else {
-		var n int
-		if err := l.db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master").Scan(&n); err != nil {
-			return l.classifyOpen("read schema", err)
-		} else if n > 0 {
-			return fmt.Errorf("ledger %s: %w: it holds other tables", l.path, ErrCorrupt)
-		}
+	switch {
+	case v > 0 && batches == 0:
+		return fmt.Errorf("ledger %s: %w: schema version %d but no paysync tables", l.path, ErrCorrupt, v)
+	case v == 0 && tables > 0:
+		return fmt.Errorf("ledger %s: %w: it holds other tables", l.path, ErrCorrupt)
+	case v == 0:
 		// WAL: readers never block the writer. Set once; it is persistent.
-		if _, err := l.db.ExecContext(ctx, "PRAGMA journal_mode=WAL"); err != nil {
+		// Another process opening the same new ledger at this moment may be
+		// switching it too (SQLite then reports busy or an I/O error on
+		// the files it is changing): look again shortly.
+		var err error
+		for try := 0; try < 20; try++ {
+			if _, err = l.db.ExecContext(ctx, "PRAGMA journal_mode=WAL"); err == nil {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(25 * time.Millisecond):
+			}
+		}
+		if err != nil {
 			return l.classifyOpen("enable WAL", err)
 		}
 	}

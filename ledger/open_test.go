@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -443,3 +445,33 @@ func TestLedger_OpenFailsLeavingNothing(t *testing.T) {
 
 // latestVersion is the schema version of the newest migration.
 const latestVersion = 6
+
+// TestLedger_OpenSameNewLedgerAtOnce: processes that open the same new
+// ledger at the same moment (a daemon starting while an operator runs
+// `paysync batches`) all succeed: none mistakes the other's migration in
+// progress for a foreign database ("it holds other tables").
+func TestLedger_OpenSameNewLedgerAtOnce(t *testing.T) {
+	for round := range 20 {
+		path := filepath.Join(t.TempDir(), fmt.Sprintf("l%d.db", round))
+		const n = 4
+		errs := make(chan error, n)
+		var start sync.WaitGroup
+		start.Add(1)
+		for range n {
+			go func() {
+				start.Wait()
+				l, err := Open(context.Background(), path, Options{})
+				if err == nil {
+					err = l.Close()
+				}
+				errs <- err
+			}()
+		}
+		start.Done()
+		for range n {
+			if err := <-errs; err != nil && !errors.Is(err, ErrLocked) {
+				t.Fatalf("round %d: %v", round, err)
+			}
+		}
+	}
+}
