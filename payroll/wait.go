@@ -57,6 +57,9 @@ type Waiting struct {
 	Changed bool
 }
 
+// minLastTry is the least time left before Until worth another try.
+const minLastTry = 100 * time.Millisecond
+
 // maxRetryAfter caps a server's Retry-After: a broken proxy must not park
 // a start-up for hours.
 const maxRetryAfter = 15 * time.Minute
@@ -124,7 +127,17 @@ func (w *Waiter) Do(ctx context.Context, what string, fn func(ctx context.Contex
 		}
 		next := now().Add(wait)
 		if !w.Until.IsZero() && next.After(w.Until) {
-			return &WaitError{What: what, Waited: now().Sub(start), Attempts: attempt, Err: err}
+			// Our own backoff would overshoot the bound: use the time
+			// left instead (halving it, so the last tries come close to
+			// the bound), unless the server asked for a longer pause or
+			// too little is left to try again.
+			left := w.Until.Sub(now())
+			var pe *Error
+			if left < minLastTry || (errors.As(err, &pe) && pe.RetryAfter > left) || needsOperator(err) {
+				return &WaitError{What: what, Waited: now().Sub(start), Attempts: attempt, Err: err}
+			}
+			wait = left / 2
+			next = now().Add(wait)
 		}
 		kind := waitKind(err)
 		if w.OnWait != nil {

@@ -167,6 +167,12 @@ func TestWaiter_GivesUpAtUntil(t *testing.T) {
 	if we.What != "the schema probe" || we.Attempts != calls || calls < 3 {
 		t.Errorf("%+v after %d calls", we, calls)
 	}
+	// The whole bound is used: a backoff that would overshoot it is
+	// shortened, so the last try comes within 100ms of Until (a command
+	// waits up to PAYSYNC_STARTUP_TIMEOUT, not some jittered part of it).
+	if left := w.Until.Sub(c.now); left >= 100*time.Millisecond {
+		t.Errorf("gave up %s before Until", left)
+	}
 	// A Retry-After beyond Until: no point sleeping first.
 	c2 := &fakeClock{now: time.Unix(0, 0)}
 	w2 := waiterWith(c2)

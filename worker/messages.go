@@ -175,6 +175,16 @@ func (mi *MessageImporter) plan(ctx context.Context, m Message, p *msgPlan, rep 
 	}
 	mine := map[string]string{} // entry id → hash, within this message
 	for _, e := range p.entries {
+		// An entry that took the subject's company is the same entry as
+		// the one without it: stored before the subject decided (or sent
+		// once with and once without company_id), it is a duplicate.
+		asSent := ""
+		if m.Company != "" && e.CompanyID == "" {
+			var err error
+			if asSent, _, err = ledger.EntryHash(e); err != nil {
+				return err
+			}
+		}
 		if m.Company != "" {
 			if e.CompanyID != "" && e.CompanyID != m.Company {
 				rep.Problems = append(rep.Problems, &mapping.Problem{Source: e.Source, Line: e.Line, EntryID: e.ID, Field: "company_id",
@@ -196,7 +206,7 @@ func (mi *MessageImporter) plan(ctx context.Context, m Message, p *msgPlan, rep 
 		}
 		mine[e.ID] = h
 		if k, ok := seen[e.ID]; ok && k.Status != ledger.EntryRejected {
-			if k.Hash == h {
+			if k.Hash == h || (asSent != "" && k.Hash == asSent) {
 				rep.Duplicates++
 				continue
 			}

@@ -134,3 +134,33 @@ func TestImporter_TransientMapping(t *testing.T) {
 		t.Fatalf("after the outage: rep %+v, err %v; want one pay part", rep, err)
 	}
 }
+
+// TestMessageImporter_SubjectCompanyDuplicates: an entry sent again on its
+// company's subject is a duplicate whether the earlier copy named the
+// company or not (an entry stored before the subject gave entries their
+// company, or sent once with company_id and once without): not "imported
+// with different content", which would refuse the whole message.
+func TestMessageImporter_SubjectCompanyDuplicates(t *testing.T) {
+	e := setup(t, sandbox.Options{})
+	mi := e.messageImporter(t)
+	body := `{"id":"d-1","employee_id":"` + sandbox.EmpMetteHansen + `","date":"2026-11-02","hours":2,"code":"T1"}`
+	// Stored as before: no subject company.
+	old := worker.Message{Kind: "nats", Name: "timesheets.MV8x.toggl", Payload: []byte(body)}
+	if reps, errs, err := mi.Plan(ctx(t), []worker.Message{old}); err != nil || errs[0] != nil || reps[0].PayParts != 1 {
+		t.Fatalf("first: %+v %v %v", reps, errs, err)
+	}
+	again := msg("timesheets.MV8x.toggl", `{"entries":[`+body+`,{"id":"d-2","employee_id":"`+sandbox.EmpMetteHansen+`","date":"2026-11-03","hours":3,"code":"T1"}]}`)
+	reps, errs, err := mi.Plan(ctx(t), []worker.Message{again})
+	if err != nil || errs[0] != nil {
+		t.Fatal(err, errs[0])
+	}
+	if probs := reps[0].ProblemList(); len(probs) > 0 || reps[0].Duplicates != 1 || reps[0].PayParts != 1 {
+		t.Fatalf("resent with a new entry: %d duplicates, %d pay parts, problems %v; want 1, 1, none", reps[0].Duplicates, reps[0].PayParts, probs)
+	}
+	// And with company_id given, the same entry again: a duplicate too.
+	withCompany := msg("timesheets.MV8x.toggl", `{"id":"d-2","company_id":"MV8x","employee_id":"`+sandbox.EmpMetteHansen+`","date":"2026-11-03","hours":3,"code":"T1"}`)
+	reps, errs, err = mi.Plan(ctx(t), []worker.Message{withCompany})
+	if err != nil || errs[0] != nil || len(reps[0].ProblemList()) > 0 || reps[0].Duplicates != 1 {
+		t.Fatalf("with company_id: %+v %v %v", reps[0], errs[0], err)
+	}
+}
