@@ -31,8 +31,17 @@ type companyEmployees struct {
 	byID    map[string]paysync.Employee
 	byName  map[string][]paysync.Employee // folded name → employees
 	err     error
-	fetched time.Time
+	fetched time.Time     // when the read began
+	done    time.Time     // when it ended
+	ready   chan struct{} // closed when the read is done (byID, byName, err, done set)
 }
+
+// failFastFor is how long a transient failure to read a company's
+// employees is given again to lookups of that company without asking
+// payroll: during an outage, entry after entry of the company does not
+// each wait for its own failing read (retried inside the client, honouring
+// Retry-After). It is an error, never a verdict: the entry is retried.
+const failFastFor = 2 * time.Second
 
 // refreshAfter is how old a company's employee list must be before a miss
 // fetches it again (a new hire in a long-running daemon).
@@ -96,35 +105,65 @@ func (c *Cache) Codes() []string {
 	return append([]string(nil), c.order...)
 }
 
-// company returns a company's employees, fetched on first use. Only a
+// company returns a company's employees, read on first use; concurrent
+// lookups of a company share one read, outside the cache's lock. Only a
 // company payroll does not know (paysync.ErrCompanyNotFound) is kept as an
-// answer, until refreshAfter, so that one unknown company costs one fetch,
+// answer, until refreshAfter, so that one unknown company costs one read,
 // not one per entry. Any other failure (an outage, a revoked connection)
-// is not the entry's fault and is never cached: the next lookup fetches
-// again.
+// is not the entry's fault: it is given again only for failFastFor, as the
+// transient error it is, and then read again.
 func (c *Cache) company(ctx context.Context, companyID string) (*companyEmployees, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if ce, ok := c.emps[companyID]; ok {
-		if ce.err == nil || time.Since(ce.fetched) < refreshAfter {
+	for {
+		c.mu.Lock()
+		ce, ok := c.emps[companyID]
+		if !ok {
+			ce = &companyEmployees{byID: map[string]paysync.Employee{}, byName: map[string][]paysync.Employee{}, fetched: time.Now(), ready: make(chan struct{})}
+			c.emps[companyID] = ce
+			c.mu.Unlock()
+			return ce, c.read(ctx, companyID, ce)
+		}
+		c.mu.Unlock()
+		select {
+		case <-ce.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		hold := failFastFor
+		if errors.Is(ce.err, paysync.ErrCompanyNotFound) {
+			hold = refreshAfter
+		}
+		if ce.err == nil || time.Since(ce.done) < hold {
 			return ce, ce.err
 		}
-		delete(c.emps, companyID)
+		c.forget(companyID, ce)
 	}
-	ce := &companyEmployees{byID: map[string]paysync.Employee{}, byName: map[string][]paysync.Employee{}, fetched: time.Now()}
+}
+
+// read fills ce from payroll and marks it ready.
+func (c *Cache) read(ctx context.Context, companyID string, ce *companyEmployees) error {
+	defer close(ce.ready)
 	emps, err := c.dir.Employees(ctx, companyID, nil)
+	ce.done = time.Now()
 	if err != nil {
-		if errors.Is(err, paysync.ErrCompanyNotFound) {
-			ce.err = err
-			c.emps[companyID] = ce
+		ce.err = err
+		if ctx.Err() != nil { // this caller gave up: not an answer for others
+			c.forget(companyID, ce)
 		}
-		return ce, err
+		return err
 	}
 	for _, e := range emps {
 		ce.byID[e.ID] = e
 		k := fold(e.Name)
 		ce.byName[k] = append(ce.byName[k], e)
 	}
-	c.emps[companyID] = ce
-	return ce, nil
+	return nil
+}
+
+// forget drops ce if it is still the company's entry.
+func (c *Cache) forget(companyID string, ce *companyEmployees) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.emps[companyID] == ce {
+		delete(c.emps, companyID)
+	}
 }

@@ -3,9 +3,11 @@ package mapping_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -333,6 +335,13 @@ func TestMapper_DirectoryOutage(t *testing.T) {
 	transient(t, entry("out-1"), "during a 500 outage")
 	transient(t, entry("out-2"), "the next entry of the same company")
 	sb.SetFaults()
+	// A failure is given again only for a moment (failing fast during an
+	// outage), then payroll is asked again.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if _, err := m.Map(ctx, entry("out-1")); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
 	maps(t, entry("out-1"), "after the outage")
 
 	// A company payroll does not know is the entry's fault.
@@ -353,5 +362,48 @@ func TestMapper_DirectoryOutage(t *testing.T) {
 	_, err = m2.Map(ctx, entry("rev-1"))
 	if err == nil || mapping.OnlyProblems(err) {
 		t.Fatalf("revoked: got %v; want a transient error", err)
+	}
+}
+
+// TestMapper_OutageAsksOnce: during an outage, entry after entry of the same
+// company does not each wait for its own failing read of the employees
+// (each retried inside the client, honouring Retry-After): a failure is
+// remembered, as a transient error, for a moment, and entries of the
+// company fail fast until then. Concurrent lookups share one read.
+func TestMapper_OutageAsksOnce(t *testing.T) {
+	sb := sandbox.New(sandbox.Options{Allowed: sandbox.AllowedEnum, Numbers: sandbox.NumbersInt})
+	srv := httptest.NewServer(sb.Handler())
+	t.Cleanup(srv.Close)
+	o := sb.Options()
+	cl, err := payroll.New(payroll.Config{URL: srv.URL, Realm: o.Realm, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
+		RefreshToken: sb.IssueRefreshToken(), Store: &payroll.FileStore{Path: filepath.Join(t.TempDir(), "t.json")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	schema, err := cl.Schema(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := mapping.NewMapper(rules(t, testRules), mapping.NewCache(cl), schema, "")
+	sb.SetFaults(sandbox.Fault{Kind: sandbox.FaultErrorBefore, Op: "companies", Status: 500})
+	reads := func() int { return sb.State().Counters.Faults[sandbox.FaultErrorBefore] }
+	_, err = m.Map(ctx, entry("o-0"))
+	if err == nil || mapping.OnlyProblems(err) {
+		t.Fatalf("first entry: %v; want a transient error", err)
+	}
+	one := reads()
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			if _, err := m.Map(ctx, entry(fmt.Sprintf("o-%d", i+1))); err == nil || mapping.OnlyProblems(err) {
+				t.Errorf("entry %d: %v; want a transient error", i+1, err)
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("one read: %d requests; 20 more entries: %d", one, reads()-one)
+	if n := reads() - one; n > one {
+		t.Errorf("20 more entries of the company made %d more employee reads (one read is %d requests); want them to fail fast", n, one)
 	}
 }
