@@ -30,6 +30,10 @@ type Waiter struct {
 	// not payroll errors (the ledger busy or failing): a daemon stays up
 	// and says what it waits for rather than exiting on them.
 	RetryOther bool
+	// RetryRejected also retries refusals (a company the account can no
+	// longer see while batches of it wait to be reconciled): the daemon
+	// stays up, not ready, until an operator restores access.
+	RetryRejected bool
 	// Min is the first backoff (default 500ms), doubling up to Max
 	// (default 30s); RevokedEvery is the pause between tries while
 	// revoked (default 5s).
@@ -115,7 +119,7 @@ func (w *Waiter) Do(ctx context.Context, what string, fn func(ctx context.Contex
 				return err
 			}
 			wait = cmpOr(w.RevokedEvery, 5*time.Second)
-		case (cl == NotApplied || cl == Ambiguous) && !isValidation(err), cl == 0 && w.RetryOther:
+		case (cl == NotApplied || cl == Ambiguous) && !isValidation(err), cl == 0 && w.RetryOther, cl == Rejected && w.RetryRejected:
 			wait = w.backoff(backoffs, jitter)
 			backoffs++
 			var pe *Error

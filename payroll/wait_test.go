@@ -115,23 +115,25 @@ func TestWaiter_Classes(t *testing.T) {
 		waitRevoked bool
 		wantCalls   int // 1: returned at once; 2: retried
 		retryOther  bool
+		retryRej    bool
 	}{
-		{"rejected is a configuration error", perr(payroll.Rejected, 200, 0), true, 1, false},
-		{"not a payroll error", errors.New("ledger: disk I/O error"), true, 1, false},
-		{"not a payroll error, daemon", errors.New("ledger: database is locked"), true, 2, true},
-		{"rejected, daemon", perr(payroll.Rejected, 200, 0), true, 1, true},
-		{"schema validation", validation, true, 1, false},
-		{"revoked, import", revoked, false, 1, false},
-		{"revoked, daemon", revoked, true, 2, false},
-		{"no refresh token, import", noToken, false, 1, false},
-		{"no refresh token, daemon", noToken, true, 2, false},
-		{"not applied", perr(payroll.NotApplied, 429, 0), false, 2, false},
-		{"ambiguous", perr(payroll.Ambiguous, 502, 0), false, 2, false},
+		{"rejected is a configuration error", perr(payroll.Rejected, 200, 0), true, 1, false, false},
+		{"not a payroll error", errors.New("ledger: disk I/O error"), true, 1, false, false},
+		{"not a payroll error, daemon", errors.New("ledger: database is locked"), true, 2, true, false},
+		{"rejected, daemon", perr(payroll.Rejected, 200, 0), true, 1, true, false},
+		{"rejected, daemon's recovery", perr(payroll.Rejected, 200, 0), true, 2, true, true},
+		{"schema validation", validation, true, 1, false, false},
+		{"revoked, import", revoked, false, 1, false, false},
+		{"revoked, daemon", revoked, true, 2, false, false},
+		{"no refresh token, import", noToken, false, 1, false, false},
+		{"no refresh token, daemon", noToken, true, 2, false, false},
+		{"not applied", perr(payroll.NotApplied, 429, 0), false, 2, false, false},
+		{"ambiguous", perr(payroll.Ambiguous, 502, 0), false, 2, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &fakeClock{now: time.Unix(0, 0)}
 			w := waiterWith(c)
-			w.WaitRevoked, w.RetryOther = tc.waitRevoked, tc.retryOther
+			w.WaitRevoked, w.RetryOther, w.RetryRejected = tc.waitRevoked, tc.retryOther, tc.retryRej
 			fn, calls := failing(tc.err)
 			err := w.Do(context.Background(), "x", fn)
 			if *calls != tc.wantCalls {

@@ -336,7 +336,12 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 		// Whatever an earlier run left in flight is settled before new work
 		// is sent.
 		status.step(waitRecovery)
-		if err := w.Do(startCtx, waitRecovery, d.Recover); err != nil {
+		// A batch that cannot be reconciled yet (its company out of reach
+		// of the account) is waited for too: the daemon stays up and says
+		// so, rather than exiting into a crash loop no command can clear.
+		rw := *w
+		rw.RetryRejected = true
+		if err := rw.Do(startCtx, waitRecovery, d.Recover); err != nil {
 			if startCtx.Err() == nil {
 				failed <- err
 			}
