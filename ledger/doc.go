@@ -18,13 +18,16 @@
 // # States
 //
 //	source:   received ──► committed            (a rejected source keeps only its rejects)
+//	          kind replay: a replay of stored entries (replay_of its import),
+//	          or the re-drive of a rejected source's stored input
 //
 //	batch:    pending ──► sending ──► created ──► reverting ──► reverted
 //	             ▲  │        │ │                      │
 //	             │  │        │ └──► split (items move to child batches)
 //	             │  │        ▼
 //	             └──┴──── pending (not applied: retry; ambiguous: reconciled first)
-//	                      failed  (attempts exhausted; retried on the next run)
+//	                      failed  (attempts exhausted; the daemon retries it after a backoff
+//	                               of 15 s doubling to 10 min, honouring Retry-After; a command, on its next run)
 //	          pending | failed ──► reverted   (reverted before anything was created)
 //
 //	pay part: pending ──► created ──► deleted   (by paysync's revert)
@@ -38,5 +41,7 @@
 //
 // Entries are unique by their source id: an entry id already paid is a
 // duplicate (same content) or an error (different content); an entry that
-// was rejected or skipped may come again with new content.
+// was rejected or skipped may come again with new content. An entry is live
+// in payroll while a pay part of it is created, or pending in an open batch
+// (LiveParts): a replay takes only entries that are not, unless forced.
 package ledger
