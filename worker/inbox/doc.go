@@ -24,6 +24,19 @@
 // heuristic (a writer may pause longer than one poll interval); the rename is
 // the guarantee.
 //
+// A file whose last byte is not a line break waits longer: a writer that
+// flushes fixed-size buffers stops in the middle of a line, and a cut line
+// can read as a valid row ("e5,…,6" of "e5,…,6.25"), so that the cut entry
+// would be paid, and the whole line, read again later, would conflict with
+// it. Such a file is taken only once it has been unchanged for
+// [Config.SettleIncomplete] (default 30 s) and over one more look than a
+// complete file. A file that really ends without a line break (a JSON
+// document often does) is imported all the same, later. Its FileResult says
+// why it waits (OutcomeWaiting with Error set); the debug log says so once.
+// With SettleLook, the poll itself waits for such a file (at most
+// SettleIncomplete more) and looks a third time, so run --once still takes
+// it.
+//
 // A writer that pauses with its file open can still be read half-way, so
 // the inbox checks twice that what was imported is the whole file:
 //
@@ -46,8 +59,11 @@
 // and content; the presets derive ids from row content, numbering repeats in
 // file order, so the rows read before get the same ids again) and imports
 // the rest. The file's report (and, for a moved file, the report beside it)
-// says what happened. A line the pause cut in half may have been imported as
-// it was then: only the rename rules that out.
+// says what happened. A line a pause cut in half, for longer than the
+// longer settle, may have been imported as it was then: when the file is
+// then found to go on with its last line, a WARN says so and the file's
+// next report quotes the line as it now reads (an import cannot be taken
+// back here; the entry needs checking). Only the rename rules that out.
 //
 // A symbolic link is followed only when its target (after
 // [filepath.EvalSymlinks]) is inside the inbox; a link that leads outside,

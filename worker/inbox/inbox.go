@@ -73,8 +73,9 @@ const (
 
 // Defaults of Config.
 const (
-	DefaultSchedule    = "@every 1m"
-	DefaultMaxFileSize = 4 << 30
+	DefaultSchedule         = "@every 1m"
+	DefaultMaxFileSize      = 4 << 30
+	DefaultSettleIncomplete = 30 * time.Second
 )
 
 // maxInMemory bounds a file an importer that is not a StreamImporter takes
@@ -105,8 +106,14 @@ type Config struct {
 	MaxFileSize int64         // larger files go to failed/ with a report (default 4 GiB; at most 256 MiB unless the importer is a StreamImporter)
 	Policy      Policy        // default AllOrNothing
 	SettleLook  time.Duration // > 0: one poll looks twice this far apart instead of needing two polls (run --once)
-	Logger      *slog.Logger  // default: discard
-	Now         func() time.Time
+	// A file whose last byte is not a line break may have been stopped in
+	// the middle of its last line by a writer that flushes fixed-size
+	// buffers (and "6" of "6.25" reads as a valid row): it is taken only
+	// once it has been unchanged this long and over one more look than a
+	// complete file (default DefaultSettleIncomplete).
+	SettleIncomplete time.Duration
+	Logger           *slog.Logger     // default: discard
+	Now              func() time.Time // default time.Now: the settle times are measured with it
 }
 
 // Result is what one poll did.
@@ -122,7 +129,7 @@ type FileResult struct {
 	Moved    string // path the file was moved to, "" when it was not
 	Report   string // path of the report, "" when none was written
 	ImportID int64  // the import (of the earlier import for a duplicate), 0 when none
-	Error    string // why, for OutcomeError and OutcomeChanged
+	Error    string // why, for OutcomeError and OutcomeChanged, and for OutcomeWaiting when the file's last line has no line break yet
 }
 
 func (r *Result) add(f FileResult) {
@@ -149,9 +156,11 @@ type Inbox struct {
 	max      int64
 	policy   Policy
 	settle   time.Duration
-	log      *slog.Logger
-	now      func() time.Time
-	im       FileImporter
+	// how long a file not ending in a line break must be unchanged
+	incomplete time.Duration
+	log        *slog.Logger
+	now        func() time.Time
+	im         FileImporter
 
 	sem  chan struct{}   // held by the poll in progress
 	seen map[string]seen // guarded by sem: what the previous look found
@@ -172,7 +181,10 @@ type Inbox struct {
 type seen struct {
 	size  int64
 	mtime time.Time
-	first time.Time
+	first time.Time // when a look first found the file
+	since time.Time // when a look first found it of this size and time
+	looks int       // the looks since then that found it the same
+	told  bool      // the log said it waits for its last line
 }
 
 // New checks cfg and creates processed/ and failed/ (mode 0700) inside the
@@ -244,6 +256,9 @@ func New(cfg Config, im FileImporter) (*Inbox, error) {
 	if cfg.SettleLook < 0 {
 		return nil, fmt.Errorf("inbox: settle look %s: must not be negative", cfg.SettleLook)
 	}
+	if cfg.SettleIncomplete < 0 {
+		return nil, fmt.Errorf("inbox: settle time of a file without a final line break %s: must not be negative", cfg.SettleIncomplete)
+	}
 
 	for _, sub := range []string{ProcessedDir, FailedDir} {
 		p := filepath.Join(dir, sub)
@@ -258,21 +273,22 @@ func New(cfg Config, im FileImporter) (*Inbox, error) {
 	}
 
 	in := &Inbox{
-		dir:      dir,
-		root:     root,
-		patterns: lower,
-		spec:     spec,
-		schedule: sched,
-		max:      maxSize,
-		policy:   policy,
-		settle:   cfg.SettleLook,
-		log:      cfg.Logger,
-		now:      cfg.Now,
-		im:       im,
-		sem:      make(chan struct{}, 1),
-		seen:     map[string]seen{},
-		earlier:  map[string][]string{},
-		seed:     maphash.MakeSeed(),
+		dir:        dir,
+		root:       root,
+		patterns:   lower,
+		spec:       spec,
+		schedule:   sched,
+		max:        maxSize,
+		policy:     policy,
+		settle:     cfg.SettleLook,
+		incomplete: cmp.Or(cfg.SettleIncomplete, DefaultSettleIncomplete),
+		log:        cfg.Logger,
+		now:        cfg.Now,
+		im:         im,
+		sem:        make(chan struct{}, 1),
+		seen:       map[string]seen{},
+		earlier:    map[string][]string{},
+		seed:       maphash.MakeSeed(),
 	}
 	if in.log == nil {
 		in.log = slog.New(slog.DiscardHandler)
@@ -388,6 +404,11 @@ func (in *Inbox) scheduledPoll(ctx context.Context) {
 // and takes every file that has settled. The error joins those of files
 // left in place; the poll stops early when ctx ends or the payroll
 // connection is revoked.
+//
+// With SettleLook set, a file without a final line break that is
+// otherwise settled is waited for within the poll: the poll looks a third
+// time once it has been unchanged for SettleIncomplete, so that one poll
+// (run --once) takes it, at most SettleIncomplete later.
 func (in *Inbox) Poll(ctx context.Context) (Result, error) {
 	var res Result
 	select {
@@ -410,21 +431,35 @@ func (in *Inbox) Poll(ctx context.Context) (Result, error) {
 		if _, _, err := in.look(); err != nil {
 			return res, err
 		}
-		t := time.NewTimer(in.settle)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return res, ctx.Err()
+		if err := sleep(ctx, in.settle); err != nil {
+			return res, err
 		}
 	}
 	ready, waiting, err := in.look()
 	if err != nil {
 		return res, err
 	}
-	for _, name := range waiting {
-		if !returned[name] {
-			res.add(FileResult{Name: name, Outcome: OutcomeWaiting})
+	if in.settle > 0 {
+		// One poll has to do: wait out the longer settle of the files
+		// whose last line has no line break yet, then look again.
+		var until time.Time
+		for _, w := range waiting {
+			if w.until.After(until) {
+				until = w.until
+			}
+		}
+		if !until.IsZero() {
+			if err := sleep(ctx, max(in.settle, until.Sub(in.now()))); err != nil {
+				return res, err
+			}
+			if ready, waiting, err = in.look(); err != nil {
+				return res, err
+			}
+		}
+	}
+	for _, w := range waiting {
+		if !returned[w.name] {
+			res.add(FileResult{Name: w.name, Outcome: OutcomeWaiting, Error: w.why})
 		}
 	}
 	var errs []error
@@ -446,6 +481,18 @@ func (in *Inbox) Poll(ctx context.Context) (Result, error) {
 	return res, errors.Join(errs...)
 }
 
+// sleep waits for d or ctx.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // candidate is a file a look found ready to be taken.
 type candidate struct {
 	name   string
@@ -453,12 +500,23 @@ type candidate struct {
 	entry  fs.FileInfo // of the name in the inbox (os.Lstat): the link itself, for a link
 	info   fs.FileInfo // of the file read: the target, for a link
 	refuse string      // why the file is refused, for a link leading outside
+	// its last byte is not a line break: the writer may have stopped in
+	// the middle of its last line
+	incomplete bool
+}
+
+// waitingFile is a file a look found not settled yet.
+type waitingFile struct {
+	name  string
+	why   string    // "" for a file new or changed since the previous look
+	until time.Time // for a file without a final line break: when it will have been unchanged long enough
 }
 
 // look lists the inbox, remembers what it found, and returns the files
-// unchanged since the previous look (and links to refuse) and the names of
-// files that are new or changed.
-func (in *Inbox) look() (ready []candidate, waiting []string, err error) {
+// settled since the previous look (and links to refuse) and those that are
+// not: new, changed, or without a final line break and not unchanged for
+// long enough.
+func (in *Inbox) look() (ready []candidate, waiting []waitingFile, err error) {
 	entries, err := os.ReadDir(in.dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("inbox: %w", err)
@@ -499,18 +557,37 @@ func (in *Inbox) look() (ready []candidate, waiting []string, err error) {
 			continue // directories (processed/, failed/), pipes, sockets, devices
 		}
 		present[name] = true
+		now := in.now()
 		prev, ok := in.seen[name]
 		if ok && prev.size == c.info.Size() && prev.mtime.Equal(c.info.ModTime()) {
+			prev.looks++
+			c.incomplete = !endsInLineBreak(c.path, c.info.Size())
+			// A complete file is taken at the first look that finds it
+			// the same; one whose last line may be cut short must also
+			// have been unchanged for the longer settle and over one
+			// more look, so that the wait is longer than a poll interval.
+			if until := prev.since.Add(in.incomplete); c.incomplete && (prev.looks < 2 || now.Before(until)) {
+				if !prev.told {
+					prev.told = true
+					in.log.Debug("inbox: file does not end with a line break: it may still be being written, so it waits longer to settle",
+						"file", name, "size", c.info.Size(), "unchanged_since", prev.since, "settle", in.incomplete)
+				}
+				in.seen[name] = prev
+				waiting = append(waiting, waitingFile{name: name, until: until,
+					why: fmt.Sprintf("its last line has no line break, so the program writing it may have stopped in the middle of it: it is taken once unchanged for %s", in.incomplete)})
+				continue
+			}
+			in.seen[name] = prev
 			ready = append(ready, c)
 			continue
 		}
-		first := in.now()
+		next := seen{size: c.info.Size(), mtime: c.info.ModTime(), first: now, since: now}
 		if ok {
-			first = prev.first
+			next.first, next.told = prev.first, prev.told
 		}
-		in.seen[name] = seen{size: c.info.Size(), mtime: c.info.ModTime(), first: first}
-		waiting = append(waiting, name)
-		in.log.Debug("inbox: file waiting to settle", "file", name, "size", c.info.Size(), "first_seen", first)
+		in.seen[name] = next
+		waiting = append(waiting, waitingFile{name: name})
+		in.log.Debug("inbox: file waiting to settle", "file", name, "size", c.info.Size(), "first_seen", next.first)
 	}
 	for name := range in.seen {
 		if !present[name] {
@@ -523,6 +600,25 @@ func (in *Inbox) look() (ready []candidate, waiting []string, err error) {
 		}
 	}
 	return ready, waiting, nil
+}
+
+// endsInLineBreak reports whether the file at path, size bytes long, ends
+// with a line break, or is empty (a file that cannot be read is left to
+// the import to fail on).
+func endsInLineBreak(path string, size int64) bool {
+	if size == 0 {
+		return true
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, size-1); err != nil {
+		return true
+	}
+	return b[0] == '\n'
 }
 
 // wanted reports whether name matches a pattern and is neither hidden nor a
@@ -858,15 +954,68 @@ func (in *Inbox) changed(fr FileResult, c candidate, rep *worker.Report, why str
 	}
 	in.log.Warn("inbox: file changed after paysync read it; it stays in the inbox and is imported again, whole, once it settles (write files under a temporary name, then rename them into the inbox)",
 		"file", c.name, "import", id, "why", why)
-	in.remember(c.name, fmt.Sprintf("%s read this file when it had %s, but %s; so it was left in the inbox and read again.", what, count(int(c.info.Size()), "byte"), why))
+	note := fmt.Sprintf("%s read this file when it had %s, but %s; so it was left in the inbox and read again.", what, count(int(c.info.Size()), "byte"), why)
+	if c.incomplete && now != nil && os.SameFile(now, c.info) && now.Size() > c.info.Size() {
+		note += in.cutShort(c.name, c.path, c.info.Size(), what, id)
+	}
+	in.remember(c.name, note)
 	if now != nil {
 		// This is a look: the file is taken once the next one finds it the same.
-		in.seen[c.name] = seen{size: now.Size(), mtime: now.ModTime(), first: in.now()}
+		t := in.now()
+		in.seen[c.name] = seen{size: now.Size(), mtime: now.ModTime(), first: t, since: t}
 	} else {
 		delete(in.seen, c.name)
 	}
 	fr.Outcome, fr.Error = OutcomeChanged, why
 	return fr
+}
+
+// cutShort looks at a file read when it was size bytes long, its last
+// line without a line break, and written to since. If the writer went on
+// with that line, the import holds the entry of that line as it was cut
+// short: this is logged at WARN and the note returned says so (with the
+// line, for the report: the log gets no file content); "" otherwise.
+// Settling waits long for such a file, but a writer can pause longer.
+func (in *Inbox) cutShort(name, path string, size int64, what string, id int64) string {
+	line, ok := continuedLine(path, size)
+	if !ok {
+		return ""
+	}
+	in.log.Warn("inbox: the last line paysync read of a file had no line break, and the program writing the file has since gone on with that line: the import holds the entry of that line as it was cut short; check it",
+		"file", name, "import", id, "offset", size)
+	return fmt.Sprintf(" Its last line had no line break then: the program writing the file had stopped in the middle of it, and has since gone on with it; it now reads %q. %s holds the entry of that line as it was cut short: check it in payroll.", line, strings.ToUpper(what[:1])+what[1:])
+}
+
+// continuedLine reports whether the file at path, once size bytes long
+// and not ending in a line break, now goes on with its last line rather
+// than starting a new one; and that line as it now reads (shortened).
+func continuedLine(path string, size int64) (string, bool) {
+	const window = 4096
+	f, err := os.Open(path)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	from := max(0, size-window)
+	b := make([]byte, size-from+window)
+	n, err := f.ReadAt(b, from)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", false
+	}
+	b = b[:n]
+	at := size - from
+	if int64(len(b)) <= at || b[at] == '\n' || b[at] == '\r' {
+		return "", false // nothing after it, or the line was ended as it was
+	}
+	start := strings.LastIndexByte(string(b[:at]), '\n') + 1
+	line := string(b[start:])
+	if i := strings.IndexAny(line, "\r\n"); i >= 0 {
+		line = line[:i]
+	}
+	if r := []rune(line); len(r) > 200 {
+		line = string(r[:200]) + "…"
+	}
+	return line, true
 }
 
 // remember keeps a note for the next report of the file name (the last
@@ -884,7 +1033,7 @@ func (in *Inbox) finish(fr FileResult, c candidate, outcome, sub, suffix string,
 	now := in.now()
 	var rec *moveRecord
 	if r.read && c.entry.Mode().IsRegular() {
-		rec = &moveRecord{Name: c.name, Size: c.info.Size(), ModTime: c.info.ModTime(), Import: cmp.Or(fr.ImportID, r.rep.RejectedAs), At: now}
+		rec = &moveRecord{Name: c.name, Size: c.info.Size(), ModTime: c.info.ModTime(), Import: cmp.Or(fr.ImportID, r.rep.RejectedAs), At: now, Incomplete: c.incomplete}
 	}
 	dst, err := in.move(c, sub, suffix, now, rec)
 	if errors.Is(err, errReplaced) {
@@ -1026,6 +1175,8 @@ type moveRecord struct {
 	ModTime time.Time `json:"mtime"`
 	Import  int64     `json:"import,omitempty"`
 	At      time.Time `json:"at"` // when it was moved
+	// its last line had no line break when it was read
+	Incomplete bool `json:"incomplete,omitempty"`
 }
 
 func (in *Inbox) writeRecord(rec moveRecord) (string, error) {
@@ -1103,16 +1254,20 @@ func (in *Inbox) checkMoved() []FileResult {
 		why := fmt.Sprintf("it was written to after it was moved to %s (%d bytes now): the program writing it still had it open", rec.Moved, fi.Size())
 		in.log.Warn("inbox: file written to after it was moved; moved back into the inbox to import the rest once it settles (write files under a temporary name, then rename them into the inbox)",
 			"file", rec.Name, "moved", rec.Moved, "import", rec.Import, "size_read", rec.Size, "size", fi.Size())
-		note := fmt.Sprintf("\nafterwards: at %s the file had grown to %d bytes (%d when it was read): the program writing it still had it open. It was moved back into the inbox as %s to import the rest; the entries imported already are recognised as duplicates.\n",
-			in.now().UTC().Format("2006-01-02 15:04:05 UTC"), fi.Size(), rec.Size, rec.Name)
-		if err := appendReport(moved+reportSuffix, note); err != nil {
-			in.log.Warn("inbox: write report", "file", rec.Name, "err", err)
-		}
 		what := "paysync"
 		if rec.Import != 0 {
 			what = fmt.Sprintf("import %d", rec.Import)
 		}
-		in.remember(rec.Name, fmt.Sprintf("%s read this file when it had %s, but %s; so it was moved back into the inbox and read again.", what, count(int(rec.Size), "byte"), why))
+		cut := ""
+		if rec.Incomplete && fi.Size() > rec.Size {
+			cut = in.cutShort(rec.Name, back, rec.Size, what, rec.Import)
+		}
+		note := fmt.Sprintf("\nafterwards: at %s the file had grown to %d bytes (%d when it was read): the program writing it still had it open. It was moved back into the inbox as %s to import the rest; the entries imported already are recognised as duplicates.%s\n",
+			in.now().UTC().Format("2006-01-02 15:04:05 UTC"), fi.Size(), rec.Size, rec.Name, cut)
+		if err := appendReport(moved+reportSuffix, note); err != nil {
+			in.log.Warn("inbox: write report", "file", rec.Name, "err", err)
+		}
+		in.remember(rec.Name, fmt.Sprintf("%s read this file when it had %s, but %s; so it was moved back into the inbox and read again.%s", what, count(int(rec.Size), "byte"), why, cut))
 		os.Remove(path)
 		out = append(out, FileResult{Name: rec.Name, Outcome: OutcomeChanged, Moved: back, ImportID: rec.Import, Error: why})
 	}

@@ -546,8 +546,8 @@ func TestInbox_Poll_tooLarge(t *testing.T) {
 	dir := t.TempDir()
 	im := &fakeImporter{}
 	in := newInbox(t, inbox.Config{Dir: dir, MaxFileSize: 10}, im)
-	write(t, dir, "big.csv", "0123456789X")
-	write(t, dir, "fits.csv", "0123456789")
+	write(t, dir, "big.csv", "0123456789\n")
+	write(t, dir, "fits.csv", "012345678\n")
 	poll(t, in)
 	res := poll(t, in)
 	if o := outcomes(res); o["big.csv"] != inbox.OutcomeFailed || o["fits.csv"] != inbox.OutcomeProcessed {
@@ -631,7 +631,7 @@ func TestInbox_Poll_nameClash(t *testing.T) {
 	write(t, filepath.Join(dir, "processed"), stamp+"-b.csv.report.txt", "someone else's\n")
 	var moved []string
 	for i := range 3 {
-		write(t, dir, "a.csv", strings.Repeat("x", i+1))
+		write(t, dir, "a.csv", strings.Repeat("x", i+1)+"\n")
 		poll(t, in)
 		res := poll(t, in)
 		if res.Processed != 1 {
@@ -643,7 +643,7 @@ func TestInbox_Poll_nameClash(t *testing.T) {
 		t.Fatalf("moved = %v, want %v", moved, want)
 	}
 	for i, name := range moved {
-		if got := readFile(t, filepath.Join(dir, "processed", name)); got != strings.Repeat("x", i+1) {
+		if got := readFile(t, filepath.Join(dir, "processed", name)); got != strings.Repeat("x", i+1)+"\n" {
 			t.Errorf("%s reads %q: overwritten", name, got)
 		}
 	}

@@ -346,7 +346,7 @@ func TestInbox_Poll_partialUnreadable(t *testing.T) {
 		{"empty.csv", "", []string{"outcome:   failed: the file could not be read", "empty input"}, false},
 		{"garbage.csv", "\x00\x01garbage\xff\n", []string{"outcome:   failed: the file could not be read", "missing columns"}, false},
 		{"words.txt", "hello world\nfoo bar\n", []string{"outcome:   failed: the file could not be read", "missing columns"}, false},
-		{"broken.json", "{", []string{"outcome:   failed: nothing of the file could be imported", "unexpected end of JSON input"}, false},
+		{"broken.json", "{\n", []string{"outcome:   failed: nothing of the file could be imported", "unexpected end of JSON input"}, false},
 		{"nobody.csv", hoursHeader + "x1,nobody,2026-11-02,1,T1\n", []string{"outcome:   failed: nothing of the file could be imported", "not in company"}, false},
 		{"mixed.csv", hoursHeader + "x2,nobody,2026-11-02,1,T1\n" + hoursRows(0, 1), []string{"outcome:   processed with rejects: the good entries were imported", "not in company"}, true},
 	}
