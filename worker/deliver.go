@@ -61,7 +61,7 @@ type Deliverer struct {
 	L           Ledger
 	P           Payroll
 	Log         *slog.Logger
-	MaxAttempts int                                              // not-applied answers per batch before it is failed (default 8); see deliverBatch
+	MaxAttempts int                                              // tries per batch before it is failed (default 8): not-applied answers, and ambiguous ones of which nothing was applied; see deliverBatch
 	DeleteChunk int                                              // pay part ids per delete_pay_parts call (default 100)
 	Sleep       func(ctx context.Context, d time.Duration) error // default: a timer that honours ctx
 	OnProgress  func(created int)                                // called after each batch outcome
@@ -424,16 +424,20 @@ func pendingItems(items []ledger.Item) []ledger.Item {
 // not 0, is the batch to send after it: read while this one's call is in
 // flight.
 //
-// A round of a batch ends failed after MaxAttempts not-applied answers;
-// only those count (an ambiguous attempt is reconciled and sent again, a
-// revoked one stops everything and leaves the batch as it was), and only
-// in this round: a new run tries a failed batch again with a full round.
+// A round of a batch ends failed after MaxAttempts tries: not-applied
+// answers, and ambiguous ones that reconciliation shows were not applied
+// (a 5xx before executing looks the same as one after). Only those count,
+// each followed by a backoff that honours Retry-After: an ambiguous answer
+// of which something was applied is progress (the rest is sent again,
+// after the server's Retry-After if it gave one), and a revoked one stops
+// everything and leaves the batch as it was. They count only in this
+// round: a new run tries a failed batch again with a full round.
 // A batch this deliverer saw fail gets one attempt a round: the pipeline
 // spaces those rounds (failedBackoff).
 func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) (children []int64, err error) {
 	var (
 		company   string
-		tries     int // not-applied answers in this round
+		tries     int // tries in this round (see above)
 		limit     = d.MaxAttempts
 		wasFailed bool   // the batch was failed when the round began
 		end       string // its state when the round ended (no error)
@@ -600,7 +604,35 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) (children 
 			if err := d.L.EndAttempt(ctx, att, "ambiguous", pe.StatusCode, msg, ""); err != nil {
 				return nil, err
 			}
-			if err := d.reconcile(ctx, id, b.CompanyID); err != nil {
+			// Whether it executed is known only once payroll is read:
+			// never sent again before. If nothing of it was applied, the
+			// answer was a refusal in effect: a try, with the backoff of a
+			// not-applied one, else a server answering 5xx without
+			// executing is called again at once, for ever.
+			unapplied := ledger.BatchPending
+			if tries+1 >= limit {
+				unapplied = ledger.BatchFailed
+			}
+			found, left, err := d.match(ctx, id, b.CompanyID, unapplied, msg)
+			if err != nil {
+				return nil, err
+			}
+			if found > 0 {
+				d.Log.Debug("ambiguous answer: some pay parts were created", "batch", id, "found", found, "pending", left, "err", msg)
+				if pe.RetryAfter > 0 && left > 0 {
+					if err := d.Sleep(ctx, pe.RetryAfter); err != nil {
+						return nil, err
+					}
+				}
+				continue
+			}
+			tries++
+			if unapplied == ledger.BatchFailed {
+				d.failed(b, len(pending), tries, wasFailed, pe)
+				return nil, nil
+			}
+			d.Log.Debug("ambiguous answer: nothing was created; trying again", "batch", id, "tries", tries, "err", msg)
+			if err := d.Sleep(ctx, backoff(tries-1, pe.RetryAfter)); err != nil {
 				return nil, err
 			}
 		case payroll.Revoked:
@@ -684,16 +716,30 @@ func (d *Deliverer) progress() {
 // reconcile settles a batch whose last create may or may not have executed:
 // each pending item is matched to a distinct pay part of the company that
 // is neither ours already nor foreign. The batch leaves sending only when
-// the read succeeded.
+// the read succeeded. It is said once per batch (a batch left in flight);
+// deliverBatch settles its ambiguous answers with match.
 func (d *Deliverer) reconcile(ctx context.Context, id int64, company string) error {
-	items, err := d.L.Items(ctx, id)
+	found, left, err := d.match(ctx, id, company, "", "")
 	if err != nil {
 		return err
+	}
+	d.Log.Info("reconciled", "batch", id, "found", found, "pending", left)
+	return nil
+}
+
+// match reconciles batch id (see reconcile) and returns how many of its
+// pending items it found created and how many are left pending. When it
+// finds none and unapplied is not empty, the batch becomes unapplied
+// (pending, or failed), lastErr its last error.
+func (d *Deliverer) match(ctx context.Context, id int64, company, unapplied, lastErr string) (found, left int, err error) {
+	items, err := d.L.Items(ctx, id)
+	if err != nil {
+		return 0, 0, err
 	}
 	pending := pendingItems(items)
 	att, err := d.L.BeginAttempt(ctx, id, "reconcile", len(pending))
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	var current []paysync.PayPart
 	for try := 0; ; try++ {
@@ -703,7 +749,7 @@ func (d *Deliverer) reconcile(ctx context.Context, id int64, company string) err
 		}
 		if errors.Is(err, payroll.ErrRevoked) || try >= d.MaxAttempts || ctx.Err() != nil {
 			_ = d.L.EndAttempt(context.WithoutCancel(ctx), att, "failed", 0, err.Error(), "")
-			return fmt.Errorf("reconcile batch %d: read pay parts of company %s: %w", id, company, err)
+			return 0, 0, fmt.Errorf("reconcile batch %d: read pay parts of company %s: %w", id, company, err)
 		}
 		var pe *payroll.Error
 		var ra time.Duration
@@ -711,12 +757,12 @@ func (d *Deliverer) reconcile(ctx context.Context, id int64, company string) err
 			ra = pe.RetryAfter
 		}
 		if err := d.Sleep(ctx, backoff(try, ra)); err != nil {
-			return err
+			return 0, 0, err
 		}
 	}
 	known, err := d.L.Known(ctx, company)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	used := map[string]bool{}
 	ids := map[int64]string{}
@@ -729,13 +775,18 @@ func (d *Deliverer) reconcile(ctx context.Context, id int64, company string) err
 			break
 		}
 	}
-	if err := d.L.RecordCreated(ctx, id, att, ids, fmt.Sprintf("reconciled %d of %d", len(ids), len(pending))); err != nil {
-		return err
+	outcome := fmt.Sprintf("reconciled %d of %d", len(ids), len(pending))
+	if len(ids) == 0 && len(pending) > 0 && unapplied != "" {
+		// Nothing to record: the attempt's end moves the batch.
+		if err := d.L.EndAttempt(ctx, att, outcome, 0, lastErr, unapplied); err != nil {
+			return 0, 0, err
+		}
+	} else if err := d.L.RecordCreated(ctx, id, att, ids, outcome); err != nil {
+		return 0, 0, err
 	}
 	d.Stats.Reconciled += len(ids)
 	d.Stats.Created += len(ids)
 	d.observe("reconciled", len(ids))
-	d.Log.Info("reconciled", "batch", id, "found", len(ids), "pending", len(pending)-len(ids))
 	d.progress()
-	return nil
+	return len(ids), len(pending) - len(ids), nil
 }

@@ -9,8 +9,9 @@
 // classified by the payroll client:
 //
 //   - not applied: retried with exponential backoff and jitter, honouring
-//     Retry-After, at most MaxAttempts times per try (ambiguous and revoked
-//     attempts don't count); then the batch is failed: its pay parts stay
+//     Retry-After, at most MaxAttempts times per try (revoked attempts don't
+//     count; an ambiguous one that reconciliation shows was not applied
+//     counts, with the same backoff); then the batch is failed: its pay parts stay
 //     pending, the next run tries it again, and the daemon's Pipeline does
 //     so itself after a backoff (failedBackoff);
 //   - rejected: the offending item (or, when the server does not say which,
@@ -22,7 +23,8 @@
 //     foreign. Foreign pay parts are recorded by a snapshot taken before
 //     the first send to a company (and never while one of its batches is
 //     unreconciled), so a pay part that existed before the attempt is never
-//     claimed. Only the unmatched items are sent again;
+//     claimed. Only the unmatched items are sent again (after the server's
+//     Retry-After, if it gave one);
 //   - revoked: sending stops at once, everything stays pending.
 //
 // On start (Recover), batches left sending are reconciled and reverts left

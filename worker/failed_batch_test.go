@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/ledger"
 	"github.com/paysync/paysync/metrics"
 	"github.com/paysync/paysync/payroll"
@@ -441,5 +445,259 @@ func TestPipeline_LookFailuresLoggedOnce(t *testing.T) {
 	poll("'delivery works again'", func() bool { return len(logs.lines(t, "INFO", "delivery works again")) == 1 })
 	if w := logs.lines(t, "WARN", ""); len(w) != 1 {
 		t.Errorf("%d warnings in all, want 1", len(w))
+	}
+}
+
+// retryAfter503 adds a Retry-After header to the sandbox's 503 answers
+// (its error_before fault sends none), as a server in maintenance or an
+// overloaded proxy does.
+func retryAfter503(ra time.Duration) func(http.Handler) http.Handler {
+	return func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h.ServeHTTP(&retryAfterWriter{ResponseWriter: w, ra: ra}, r)
+		})
+	}
+}
+
+type retryAfterWriter struct {
+	http.ResponseWriter
+	ra time.Duration
+}
+
+func (w *retryAfterWriter) WriteHeader(code int) {
+	if code == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", strconv.Itoa(int(w.ra/time.Second)))
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// createCounter counts create_pay_parts calls and cancels the delivery's
+// context after limit of them, so that a retry storm ends the test
+// instead of running for ever.
+type createCounter struct {
+	worker.Payroll
+	calls  atomic.Int64
+	limit  int64
+	cancel context.CancelFunc
+}
+
+func (c *createCounter) CreatePayParts(ctx context.Context, company string, in []paysync.PayPartInput) ([]paysync.PayPart, error) {
+	if c.calls.Add(1) > c.limit {
+		c.cancel()
+	}
+	return c.Payroll.CreatePayParts(ctx, company, in)
+}
+
+// sleepLog is a Deliverer.Sleep that records the pauses and returns at
+// once.
+type sleepLog struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (s *sleepLog) sleep(ctx context.Context, d time.Duration) error {
+	s.mu.Lock()
+	s.d = append(s.d, d)
+	s.mu.Unlock()
+	return ctx.Err()
+}
+
+func (s *sleepLog) all() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.d)
+}
+
+// Item 7 of issue 13, for 5xx answers: a 5xx on create_pay_parts is
+// ambiguous (the server may have executed it), so the batch is reconciled
+// before it is sent again. Before the fix, when reconciliation found
+// nothing created, the batch was sent again at once: no sleep, Retry-After
+// ignored, the answer not counted towards MaxAttempts, the batch never
+// failed (1,110 calls in 3 s against a sandbox answering 503 to
+// create_pay_parts). Now such an answer counts as a try and backs off like
+// a not-applied one, and the batch fails after MaxAttempts; then the
+// failed batch's backoff applies. Both drivers: a command (Deliver, no
+// rate limiter) and the daemon's loop (one look a second of a fake clock).
+func TestDeliverer_Ambiguous5xxBacksOffAndFails(t *testing.T) {
+	const retryAfter = 30 * time.Second
+	for _, tc := range []struct {
+		name  string
+		calls int64 // create calls in all
+		run   func(t *testing.T, c context.Context, d *worker.Deliverer, e *env, id int64, clock *fakeClock)
+	}{
+		{
+			// A round of 8, then (the deliverer saw it fail) one attempt.
+			name: "command", calls: 9,
+			run: func(t *testing.T, c context.Context, d *worker.Deliverer, _ *env, id int64, _ *fakeClock) {
+				for round := 1; round <= 2; round++ {
+					if err := d.Deliver(c, []int64{id}); err != nil {
+						t.Fatalf("round %d: Deliver: %v (a retry storm was cut after %d create calls)", round, err, d.P.(*createCounter).calls.Load())
+					}
+				}
+			},
+		},
+		{
+			// 40 looks a second apart: a round of 8 at once, one attempt
+			// when its backoff (Retry-After, 30 s) has run, and none for the
+			// next backoff (30–60 s).
+			name: "daemon", calls: 9,
+			run: func(t *testing.T, c context.Context, d *worker.Deliverer, e *env, _ int64, clock *fakeClock) {
+				p := &worker.Pipeline{L: e.led, D: d, Linger: time.Hour, InFlight: 2, Log: d.Log, Now: clock.Now}
+				for i := 0; i < 40; i++ {
+					if err := p.Flush(c, 0); err != nil {
+						t.Fatalf("look %d: %v (a retry storm was cut after %d create calls)", i, err, d.P.(*createCounter).calls.Load())
+					}
+					clock.Advance(time.Second)
+				}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := setupWith(t, sandbox.Options{}, retryAfter503(retryAfter))
+			id := oneBatch(t, e, "amb5xx")
+			e.sb.SetFaults(sandbox.Fault{Kind: sandbox.FaultErrorBefore, Op: "create_pay_parts", Status: 503})
+			c, cancel := context.WithCancel(ctx(t))
+			defer cancel()
+			cc := &createCounter{Payroll: e.cl, limit: 200, cancel: cancel}
+			var logs logBuf
+			var sl sleepLog
+			m := metrics.New(metrics.Funcs{})
+			clock := newClock()
+			d := &worker.Deliverer{L: e.led, P: cc, MaxAttempts: 8, Sleep: sl.sleep, Now: clock.Now, Log: logs.logger()}
+			wire(d, m)
+			tc.run(t, c, d, e, id, clock)
+
+			if n := cc.calls.Load(); n != tc.calls {
+				t.Errorf("%d create calls, want %d", n, tc.calls)
+			}
+			if s := batchState(t, e, id); s != ledger.BatchFailed {
+				t.Errorf("batch is %s, want failed", s)
+			}
+			slept := sl.all()
+			if len(slept) != 7 {
+				t.Errorf("%d sleeps, want 7 (between the 8 tries of the first round): %v", len(slept), slept)
+			}
+			for _, d := range slept {
+				if d < retryAfter {
+					t.Errorf("slept %v between tries, shorter than Retry-After %v", d, retryAfter)
+				}
+			}
+			if w := logs.lines(t, "WARN", "batch failed"); len(w) != 1 || len(logs.lines(t, "WARN", "")) != 1 {
+				t.Errorf("want one warning (the batch failed):\n%s", logs.String())
+			}
+			if n := len(logs.lines(t, "INFO", "")); n != 0 {
+				t.Errorf("%d info lines, want none (nothing changed state but the batch, failed, a warning):\n%s", n, logs.String())
+			}
+			if n := counter(t, m.Batches, "failed"); n != 1 {
+				t.Errorf(`paysync_batches_total{outcome="failed"} = %v, want 1`, n)
+			}
+			if n := len(e.sandboxParts()); n != 0 {
+				t.Errorf("payroll holds %d pay parts, want none", n)
+			}
+
+			// The API recovers: the batch is created, once.
+			e.sb.SetFaults()
+			clock.Advance(time.Hour)
+			if err := d.Deliver(c, []int64{id}); err != nil {
+				t.Fatal(err)
+			}
+			if s := batchState(t, e, id); s != ledger.BatchCreated {
+				t.Fatalf("after the API recovered the batch is %s, want created", s)
+			}
+			if n := len(e.sandboxParts()); n != 5 {
+				t.Errorf("payroll holds %d pay parts, want 5", n)
+			}
+			e.checkLedger(t)
+		})
+	}
+}
+
+// partly makes every nth create_pay_parts call (of two or more pay parts)
+// execute only its first half and then answer 503 with Retry-After, as a
+// server that fails midway through a request: the answer is ambiguous and
+// some of it was applied.
+type partly struct {
+	worker.Payroll
+	every      int
+	retryAfter time.Duration
+
+	mu       sync.Mutex
+	calls    int
+	partials int // half-executed calls answered 503
+}
+
+func (p *partly) CreatePayParts(ctx context.Context, company string, in []paysync.PayPartInput) ([]paysync.PayPart, error) {
+	p.mu.Lock()
+	p.calls++
+	half := len(in) >= 2 && p.calls%p.every == 0
+	p.mu.Unlock()
+	if !half {
+		return p.Payroll.CreatePayParts(ctx, company, in)
+	}
+	if _, err := p.Payroll.CreatePayParts(ctx, company, in[:len(in)/2]); err != nil {
+		return nil, err // the sandbox's own fault, as it answered
+	}
+	p.mu.Lock()
+	p.partials++
+	p.mu.Unlock()
+	return nil, &payroll.Error{Op: "create_pay_parts", Class: payroll.Ambiguous, Index: -1, StatusCode: 503,
+		RetryAfter: p.retryAfter, Reason: "server error (HTTP 503)"}
+}
+
+// Ambiguous answers, some executed and some not: 30 % of create calls
+// executed and answered 502 by a proxy, ~20 % answered 503 with
+// Retry-After without executing, and every fourth call executing half of
+// its pay parts and answering 503 with Retry-After. Every pay part lands
+// exactly once (identical pay parts seeded before are never claimed), a
+// batch with some of its pay parts found created goes on with the rest,
+// and every answer that said Retry-After is waited out before the next
+// call. Before the fix the not-executed and half-executed 503s were sent
+// again at once: no sleep at all.
+func TestDeliverer_IntermittentAmbiguousExactlyOnce(t *testing.T) {
+	const retryAfter = 30 * time.Second
+	e := setupWith(t, sandbox.Options{Seed: 11}, retryAfter503(retryAfter))
+	payload := ndjson(300, "amb")
+	want := expectedFor(t, e, payload)
+	var seeded []string
+	for i := 0; i < 3; i++ {
+		in := paysync.PayPartInput{EmployeeID: sandbox.EmpMetteHansen, Code: "T1", Numbers: paysync.Numbers{Units: paysync.Dec("7.5")}}
+		if _, err := e.sb.SeedPayPart(sandbox.CompanyNordlys, in); err != nil {
+			t.Fatal(err)
+		}
+		seeded = append(seeded, key(sandbox.CompanyNordlys, in.EmployeeID, in.Code, in.Numbers))
+	}
+	e.sb.SetFaults(
+		sandbox.Fault{Kind: sandbox.FaultBadGatewayAfterCommit, Op: "create_pay_parts", Probability: 0.3},
+		sandbox.Fault{Kind: sandbox.FaultErrorBefore, Op: "create_pay_parts", Status: 503, Probability: 0.2 / 0.7},
+	)
+	im := e.importer(t, nil, 10)
+	var sl sleepLog
+	part := &partly{Payroll: e.cl, every: 4, retryAfter: retryAfter}
+	c, cancel := context.WithCancel(ctx(t))
+	defer cancel()
+	cc := &createCounter{Payroll: part, limit: 2000, cancel: cancel}
+	im.D.P, im.D.Sleep, im.D.MaxAttempts = cc, sl.sleep, 8
+	rep, err := im.Import(c, "file", "amb.ndjson", payload)
+	if err != nil || len(rep.ProblemList()) > 0 {
+		t.Fatalf("import: %v %v (create calls %d)", err, rep.ProblemList(), cc.calls.Load())
+	}
+	faults := e.sb.State().Counters.Faults
+	t.Logf("faults fired: %v; half-executed: %d; create calls %d; reconciled %d", faults, part.partials, cc.calls.Load(), im.D.Stats.Reconciled)
+	if faults[sandbox.FaultBadGatewayAfterCommit] == 0 || faults[sandbox.FaultErrorBefore] == 0 || part.partials == 0 {
+		t.Fatalf("not every kind of answer was given: %v, %d half-executed", faults, part.partials)
+	}
+	sameMultiset(t, e.sandboxParts(), append(seeded, want...))
+	e.checkLedger(t)
+
+	// One sleep per answer with Retry-After (none other failed), each at
+	// least as long.
+	slept := sl.all()
+	if want := faults[sandbox.FaultErrorBefore] + part.partials; len(slept) != want {
+		t.Errorf("%d sleeps, want %d (one per 503 with Retry-After)", len(slept), want)
+	}
+	for _, d := range slept {
+		if d < retryAfter {
+			t.Errorf("slept %v before sending again, shorter than Retry-After %v", d, retryAfter)
+		}
 	}
 }

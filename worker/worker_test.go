@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -34,8 +35,19 @@ type env struct {
 
 func setup(t *testing.T, opts sandbox.Options) *env {
 	t.Helper()
+	return setupWith(t, opts, nil)
+}
+
+// setupWith is setup with the sandbox's handler wrapped (nil: as it is),
+// for answers the sandbox's faults cannot give.
+func setupWith(t *testing.T, opts sandbox.Options, wrap func(http.Handler) http.Handler) *env {
+	t.Helper()
 	sb := sandbox.New(opts)
-	srv := httptest.NewServer(sb.Handler())
+	h := sb.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	e := &env{sb: sb, url: srv.URL}
 	e.cl = e.client(t, sb.IssueRefreshToken())
