@@ -21,7 +21,7 @@ type FaultKind string
 // unsure whether its write happened.
 const (
 	FaultLatency               FaultKind = "latency"                  // sleep Delay (context-aware) before handling, then handle normally
-	FaultErrorBefore           FaultKind = "error_before"             // respond Status (default 503) WITHOUT executing
+	FaultErrorBefore           FaultKind = "error_before"             // respond Status (default 503, with Retry-After when RetryAfter is set) WITHOUT executing
 	FaultRateLimit             FaultKind = "rate_limit"               // respond 429 with Retry-After (RetryAfter in whole seconds, default 1) WITHOUT executing
 	FaultUnauthorized          FaultKind = "unauthorized"             // respond 401 as for an expired token WITHOUT executing, even with a valid token
 	FaultDropAfterCommit       FaultKind = "drop_after_commit"        // execute, then close the connection without writing anything
@@ -334,6 +334,9 @@ func (s *Server) respondBefore(w http.ResponseWriter, f Fault) {
 		status := f.Status
 		if status == 0 {
 			status = http.StatusServiceUnavailable
+		}
+		if f.RetryAfter > 0 { // a 503 during maintenance says when to come back
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(f.RetryAfter.Seconds()))))
 		}
 		writeJSON(w, status, graphQLErrors(fmt.Sprintf("sandbox: injected fault: %d %s", status, http.StatusText(status))))
 	}

@@ -33,6 +33,7 @@ func TestServer_Faults(t *testing.T) {
 		{name: "rate limit rounds up", fault: "rate_limit,times=1,retry_after=1500ms", wantStatus: 429, wantHeader: [2]string{"Retry-After", "2"}},
 		{name: "error before", fault: "error_before:create_pay_parts,times=1", wantStatus: 503, wantBody: "503"},
 		{name: "error before with status", fault: "error_before,times=1,status=500", wantStatus: 500},
+		{name: "error before with retry", fault: "error_before,times=1,retry_after=30s", wantStatus: 503, wantHeader: [2]string{"Retry-After", "30"}},
 		{name: "unauthorized", fault: "unauthorized,times=1", wantStatus: 401, wantHeader: [2]string{"WWW-Authenticate", `Bearer error="invalid_token"`}, wantBody: "invalid_token"},
 		{name: "latency", fault: "latency:create_pay_parts,times=1,delay=50ms", wantStatus: 200, wantCreated: true},
 		{name: "other op does not match", fault: "error_before:delete_pay_parts", wantStatus: 200, wantCreated: true},
