@@ -4,7 +4,9 @@
 // NATS, `paysync import` for files), feeds it entries, waits until every
 // pay part exists in the sandbox, and reports throughput, API calls per
 // pay part, publish → created latency, and paysync's own peak RSS and CPU
-// seconds (VmHWM sampled from /proc, and the kernel's rusage).
+// seconds (VmHWM sampled from /proc, and the kernel's rusage). With
+// Config.Peer the NATS backlog goes through paysync and then, on a fresh
+// server and sandbox, through Benthos (peer.go), and the two are compared.
 //
 // cmd/paysync-load is its command line; BENCHMARKS.md has the figures.
 package loadtest
@@ -58,6 +60,17 @@ type Config struct {
 	Progress   io.Writer // progress lines (nil: none)
 	// Env is added to paysync's environment (e.g. GOMAXPROCS, GOGC).
 	Env []string
+	// Peer runs the NATS backlog of Entries twice, one side after the
+	// other, each on a fresh NATS server and sandbox with the same
+	// entries: paysync, then Benthos (see peer.go). It replaces the plain
+	// NATS run.
+	Peer bool
+	// Benthos is the peer's binary and BenthosConfig the benthos.yaml the
+	// run's copy is generated from (both required with Peer; see
+	// BuildBenthos).
+	Benthos, BenthosConfig string
+
+	units bool // entries carry explicit "units" (the peer's mapping reads units, not hours)
 }
 
 func (c *Config) defaults() {
@@ -112,6 +125,16 @@ type Result struct {
 	// HarnessCPUSeconds is this process's CPU over the scenario: NATS,
 	// the sandbox and the publisher, which share the machine with paysync.
 	HarnessCPUSeconds float64 `json:"harness_cpu_seconds"`
+	// Over the measured interval only (Seconds): the harness's CPU, and
+	// the busy CPU of the whole machine (/proc/stat: every process, other
+	// jobs on the machine included).
+	RunHarnessCPUSeconds float64 `json:"run_harness_cpu_seconds"`
+	MachineCPUSeconds    float64 `json:"machine_cpu_seconds"`
+	// CPUMicrosPerPayPart is CPUSeconds per pay part, in µs.
+	CPUMicrosPerPayPart float64 `json:"cpu_us_per_pay_part"`
+	// ExtraPayParts were created beyond one per entry (the peer has no
+	// exactly-once; for paysync any is a failed run).
+	ExtraPayParts int `json:"extra_pay_parts,omitempty"`
 	// Ceiling is the throughput the added latency allows (in flight ×
 	// batch / latency), when there is added latency.
 	Ceiling  float64 `json:"ceiling_pay_parts_per_sec,omitempty"`
@@ -128,6 +151,8 @@ type Report struct {
 	CPUs      int       `json:"cpus"`
 	At        time.Time `json:"at"`
 	Results   []Result  `json:"results"`
+	// Peer compares paysync with Benthos when the run had Config.Peer.
+	Peer *Comparison `json:"peer,omitempty"`
 }
 
 // Run runs the scenarios cfg asks for.
@@ -145,7 +170,14 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		defer os.RemoveAll(dir)
 		cfg.WorkDir = dir
 	}
-	if cfg.Entries > 0 {
+	if cfg.Entries > 0 && cfg.Peer {
+		rs, cmp, err := runPeer(ctx, cfg)
+		if err != nil {
+			return rep, fmt.Errorf("peer: %w", err)
+		}
+		rep.Results = append(rep.Results, rs...)
+		rep.Peer = &cmp
+	} else if cfg.Entries > 0 {
 		cpu0 := selfCPU()
 		name := "nats"
 		if cfg.Backlog {
@@ -253,19 +285,25 @@ func (e *env) fill(r *Result) {
 		r.APICalls += n
 	}
 	r.CreateCalls = r.CallsByOp["create_pay_parts"]
+	r.derive()
+	r.Batch, r.InFlight = e.cfg.Batch, e.cfg.InFlight
+	r.LingerMs, r.AddedMs = ms(e.cfg.Linger), ms(e.cfg.Latency)
+	if e.cfg.Latency > 0 {
+		r.Ceiling = float64(e.cfg.InFlight*e.cfg.Batch) / e.cfg.Latency.Seconds()
+	}
+}
+
+// derive computes the per-second and per-pay-part figures from the counts.
+func (r *Result) derive() {
 	if r.PayParts > 0 {
 		r.CreateCallsPerPayPart = float64(r.CreateCalls) / float64(r.PayParts)
 		r.APICallsPerPayPart = float64(r.APICalls) / float64(r.PayParts)
+		r.CPUMicrosPerPayPart = 1e6 * r.CPUSeconds / float64(r.PayParts)
 	}
 	if r.Seconds > 0 {
 		r.EntriesPerSec = float64(r.Entries) / r.Seconds
 		r.PayPartsPerSec = float64(r.PayParts) / r.Seconds
 		r.CPUPerSec = r.CPUSeconds / r.Seconds
-	}
-	r.Batch, r.InFlight = e.cfg.Batch, e.cfg.InFlight
-	r.LingerMs, r.AddedMs = ms(e.cfg.Linger), ms(e.cfg.Latency)
-	if e.cfg.Latency > 0 {
-		r.Ceiling = float64(e.cfg.InFlight*e.cfg.Batch) / e.cfg.Latency.Seconds()
 	}
 }
 
@@ -294,14 +332,15 @@ func (e *env) waitFor(ctx context.Context, want int, exited <-chan struct{}) err
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-exited:
-			return fmt.Errorf("paysync exited with %d of %d pay parts created", n, want)
+			return fmt.Errorf("the process exited with %d of %d pay parts created", n, want)
 		case <-t.C:
 		}
 	}
 }
 
-// proc is a running paysync.
+// proc is a running paysync (or the peer).
 type proc struct {
+	name   string // for errors: paysync, benthos
 	cmd    *exec.Cmd
 	exited chan struct{}
 	err    error
@@ -311,8 +350,13 @@ type proc struct {
 }
 
 func (e *env) start(args []string, extra ...string) (*proc, error) {
-	p := &proc{cmd: exec.Command(e.cfg.Paysync, args...), exited: make(chan struct{})}
-	p.cmd.Env = append(slices.Clone(e.base), extra...)
+	return startProc("paysync", e.cfg.Paysync, args, append(slices.Clone(e.base), extra...))
+}
+
+// startProc starts bin with exactly env, watching its peak RSS.
+func startProc(name, bin string, args, env []string) (*proc, error) {
+	p := &proc{name: name, cmd: exec.Command(bin, args...), exited: make(chan struct{})}
+	p.cmd.Env = env
 	p.cmd.Stdout = &lockedWriter{p: p}
 	p.cmd.Stderr = &lockedWriter{p: p}
 	if err := p.cmd.Start(); err != nil {
@@ -388,12 +432,12 @@ func (p *proc) stop(r *Result) error {
 		case <-time.After(time.Minute):
 			_ = p.cmd.Process.Kill()
 			<-p.exited
-			return errors.New("paysync did not stop within a minute of SIGTERM")
+			return fmt.Errorf("%s did not stop within a minute of SIGTERM", p.name)
 		}
 	}
 	p.usage(r)
 	if p.err != nil {
-		return fmt.Errorf("paysync: %v: %s", p.err, p.output())
+		return fmt.Errorf("%s: %v: %s", p.name, p.err, p.output())
 	}
 	return nil
 }
@@ -504,6 +548,41 @@ func (r *Result) setLatency(l []time.Duration) {
 	r.LatencyP50Ms = ms(quantile(l, 0.50))
 	r.LatencyP99Ms = ms(quantile(l, 0.99))
 	r.LatencyMaxMs = ms(l[len(l)-1])
+}
+
+// window holds the CPU counters at the start of a measured interval.
+type window struct{ self, machine float64 }
+
+func startWindow() window { return window{selfCPU(), machineCPU()} }
+
+// end records the harness's and the machine's CPU over the interval.
+func (w window) end(r *Result) {
+	r.RunHarnessCPUSeconds = selfCPU() - w.self
+	r.MachineCPUSeconds = machineCPU() - w.machine
+}
+
+// machineCPU is the busy CPU seconds of all CPUs since boot, from the
+// first line of /proc/stat (user nice system idle iowait irq softirq
+// steal, in USER_HZ, 100 on Linux); 0 where there is none.
+func machineCPU() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	var busy float64
+	for i, v := range f[1:9] {
+		if i == 3 || i == 4 { // idle, iowait
+			continue
+		}
+		n, _ := strconv.ParseFloat(v, 64)
+		busy += n
+	}
+	return busy / 100
 }
 
 // selfCPU is this process's user + system CPU seconds so far.

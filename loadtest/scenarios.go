@@ -30,8 +30,14 @@ func entry(cfg Config, prefix string, i int) (subject string, body []byte) {
 	emp := (i/cfg.Companies)%4 + 1
 	company := sandbox.LoadCompanyID(c)
 	hours := strconv.Itoa(1+i%8) + "." + strconv.Itoa(25*(i%4))
-	body = fmt.Appendf(nil, `{"id":"%s%d","company_id":"%s","employee_id":"%s","date":"2026-11-%02d","hours":"%s","code":"T1"}`,
-		prefix, i, company, sandbox.LoadEmployeeID(c, emp), 1+i%28, hours)
+	if cfg.units {
+		// A number, as the peer's mapping passes it to GraphQL's Float unchanged.
+		body = fmt.Appendf(nil, `{"id":"%s%d","company_id":"%s","employee_id":"%s","date":"2026-11-%02d","units":%s,"code":"T1"}`,
+			prefix, i, company, sandbox.LoadEmployeeID(c, emp), 1+i%28, hours)
+	} else {
+		body = fmt.Appendf(nil, `{"id":"%s%d","company_id":"%s","employee_id":"%s","date":"2026-11-%02d","hours":"%s","code":"T1"}`,
+			prefix, i, company, sandbox.LoadEmployeeID(c, emp), 1+i%28, hours)
+	}
 	return stream.Subject("timesheets", company, "load"), body
 }
 
@@ -133,7 +139,7 @@ func runNATS(ctx context.Context, cfg Config, name string, n int, backlog bool) 
 	if cfg.Profile != "" {
 		extra = append(extra, "PAYSYNC_PPROF=true")
 	}
-	t0 := time.Now()
+	t0, w := time.Now(), startWindow()
 	p, err := e.start([]string{"run"}, extra...)
 	if err != nil {
 		return r, err
@@ -151,7 +157,7 @@ func runNATS(ctx context.Context, cfg Config, name string, n int, backlog bool) 
 	}
 	pubErr := make(chan error, 1)
 	if !backlog {
-		t0 = time.Now()
+		t0, w = time.Now(), startWindow()
 		go func() {
 			err := pub.publish(ctx, cfg, prefix, 0, n, published)
 			r.PublishSeconds = time.Since(t0).Seconds()
@@ -164,6 +170,7 @@ func runNATS(ctx context.Context, cfg Config, name string, n int, backlog bool) 
 		return r, fmt.Errorf("%w: %s", err, p.output())
 	}
 	r.Seconds = time.Since(t0).Seconds()
+	w.end(&r)
 	if err := <-pubErr; err != nil {
 		return r, err
 	}

@@ -1,12 +1,14 @@
 // Command paysync-load measures paysync end to end on one machine, offline
 // (package loadtest): NATS → paysync run → sandbox → ledger, a CSV import,
-// and a trickle of single entries. See BENCHMARKS.md.
+// a trickle of single entries, and the same NATS backlog through paysync
+// and through its peer, Benthos (--peer). See BENCHMARKS.md.
 //
 //	go run ./cmd/paysync-load --entries 100000 --companies 4 --batch 100
 //	go run ./cmd/paysync-load --entries 100000 --latency 100ms --in-flight 4
 //	go run ./cmd/paysync-load --entries 1000000 --backlog
 //	go run ./cmd/paysync-load --entries 0 --csv 1000000
 //	go run ./cmd/paysync-load --entries 0 --trickle 20 --linger 200ms
+//	go run ./cmd/paysync-load --peer --entries 100000 [--latency 100ms]
 package main
 
 import (
@@ -40,6 +42,7 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg loadtest.Config
 	var asJSON, keep bool
+	var benthosSrc string
 	fs := flag.NewFlagSet("paysync-load", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.Paysync, "paysync", "", "paysync binary (default: built from this module into the work directory)")
@@ -56,6 +59,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Trickle, "trickle", 0, "single entries to publish one at a time (0: skip)")
 	fs.StringVar(&cfg.Profile, "cpuprofile", "", "write a CPU profile of paysync during the NATS run to this file")
 	fs.DurationVar(&cfg.ProfileFor, "profile-for", 0, "length of the CPU profile (default 10s)")
+	fs.BoolVar(&cfg.Peer, "peer", false, "run the NATS backlog through paysync, then the same backlog through Benthos, and compare")
+	fs.StringVar(&cfg.Benthos, "benthos", "", "Benthos binary for --peer (default: built from --benthos-src into the user cache directory)")
+	fs.StringVar(&benthosSrc, "benthos-src", "", "the trimmed Benthos build and its benthos.yaml (default: ../shared/bench/benthos beside this module)")
+	fs.StringVar(&cfg.BenthosConfig, "benthos-config", "", "benthos.yaml the run's copy is generated from (default: benthos.yaml in --benthos-src)")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
 	fs.BoolVar(&keep, "keep", false, "keep the work directory")
 	var env multi
@@ -85,6 +92,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		cfg.Paysync = bin
 	}
+	if cfg.Peer && cfg.Entries > 0 {
+		if err := peerFiles(ctx, &cfg, benthosSrc, stderr); err != nil {
+			return err
+		}
+	}
 	cfg.Progress = stderr
 	rep, err := loadtest.Run(ctx, cfg)
 	if err != nil {
@@ -97,10 +109,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return enc.Encode(rep)
 	}
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "scenario\tentries\tpay parts\tseconds\tentries/s\tpay parts/s\tcreate calls/pp\tAPI calls/pp\tp50 ms\tp99 ms\tpeak RSS MiB\tCPU s\t")
+	fmt.Fprintln(w, "scenario\tentries\tpay parts\tseconds\tentries/s\tpay parts/s\tcreate calls/pp\tAPI calls/pp\tp50 ms\tp99 ms\tpeak RSS MiB\tCPU s\tCPU µs/pp\t")
 	for _, r := range rep.Results {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%.2f\t%.0f\t%.0f\t%.4f\t%.4f\t%.1f\t%.1f\t%.1f\t%.2f\t\n", r.Scenario, r.Entries, r.PayParts, r.Seconds,
-			r.EntriesPerSec, r.PayPartsPerSec, r.CreateCallsPerPayPart, r.APICallsPerPayPart, r.LatencyP50Ms, r.LatencyP99Ms, r.PeakRSSMiB, r.CPUSeconds)
+		fmt.Fprintf(w, "%s\t%d\t%d\t%.2f\t%.0f\t%.0f\t%.4f\t%.4f\t%.1f\t%.1f\t%.1f\t%.2f\t%.1f\t\n", r.Scenario, r.Entries, r.PayParts, r.Seconds,
+			r.EntriesPerSec, r.PayPartsPerSec, r.CreateCallsPerPayPart, r.APICallsPerPayPart, r.LatencyP50Ms, r.LatencyP99Ms, r.PeakRSSMiB, r.CPUSeconds,
+			r.CPUMicrosPerPayPart)
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -114,7 +127,44 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "%s: max %.1f ms publish → created; bound linger %.0f ms + round trip %.1f ms = %.1f ms\n",
 				r.Scenario, r.LatencyMaxMs, r.LingerMs, r.RoundTripMs, r.BoundMs)
 		}
+		if r.ExtraPayParts != 0 {
+			fmt.Fprintf(stdout, "%s: %d pay parts created beyond one per entry\n", r.Scenario, r.ExtraPayParts)
+		}
 		fmt.Fprintf(stdout, "%s: calls %s\n", r.Scenario, calls(r.CallsByOp))
+		if r.MachineCPUSeconds > 0 && r.Seconds > 0 {
+			// What shared the cores while it ran (the child's CPU includes its start-up and stop).
+			fmt.Fprintf(stdout, "%s: cores busy over the %.2f s: %.2f in all = %.2f the process + %.2f the harness (NATS, sandbox) + %.2f everything else; harness CPU over the scenario %.2f s\n",
+				r.Scenario, r.Seconds, r.MachineCPUSeconds/r.Seconds, r.CPUPerSec, r.RunHarnessCPUSeconds/r.Seconds,
+				max(0, r.MachineCPUSeconds-r.CPUSeconds-r.RunHarnessCPUSeconds)/r.Seconds, r.HarnessCPUSeconds)
+		}
+	}
+	if c := rep.Peer; c != nil {
+		fmt.Fprintf(stdout, "peer: paysync %.0f pay parts/s, Benthos %.0f/s: ratio %.2f (issue 14: ≥ 0.5); CPU per pay part %.1f µs vs %.1f µs (%.1f×)\n",
+			c.PaysyncPerSec, c.BenthosPerSec, c.Ratio, c.PaysyncCPUMicros, c.BenthosCPUMicros, c.CPURatio)
+	}
+	return nil
+}
+
+// peerFiles fills in the Benthos binary (built on first use) and the
+// benthos.yaml template for --peer.
+func peerFiles(ctx context.Context, cfg *loadtest.Config, src string, stderr io.Writer) error {
+	if src == "" && (cfg.Benthos == "" || cfg.BenthosConfig == "") {
+		out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+		mod := strings.TrimSpace(string(out))
+		if err != nil || mod == "" || mod == os.DevNull {
+			return fmt.Errorf("--peer: cannot find this module (go env GOMOD: %v); give --benthos-src", err)
+		}
+		src = filepath.Join(filepath.Dir(mod), "..", "shared", "bench", "benthos")
+	}
+	if cfg.BenthosConfig == "" {
+		cfg.BenthosConfig = filepath.Join(src, "benthos.yaml")
+	}
+	if cfg.Benthos == "" {
+		bin, err := loadtest.BuildBenthos(ctx, src, stderr)
+		if err != nil {
+			return fmt.Errorf("--peer: %w", err)
+		}
+		cfg.Benthos = bin
 	}
 	return nil
 }
