@@ -94,6 +94,9 @@ type Config struct {
 
 	// reconnectWait overrides the connection's 2 s between attempts (tests).
 	reconnectWait time.Duration
+	// setupRetryWait, when set, is the fixed wait between set-up attempts
+	// instead of the capped backoff (tests).
+	setupRetryWait time.Duration
 
 	// Observe, when set, is called with each message's outcome:
 	// "committed", "duplicate", "invalid" (dead-lettered as an input

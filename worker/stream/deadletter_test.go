@@ -144,7 +144,25 @@ func TestRedrive_Interrupted(t *testing.T) {
 		}
 	}
 	waitFor(t, 10*time.Second, "the commit", func() bool { return sink.numCommitted() == 1 })
-	time.Sleep(300 * time.Millisecond)
+	// The source stream stored the re-drive once: the second publish was
+	// dropped as a duplicate (the original and one re-drive in all).
+	src, err := e.js.Stream(ctx, "TIMESHEETS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := src.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.LastSeq != 2 {
+		t.Fatalf("the source stream stored %d messages, want 2: the original and one re-drive", info.State.LastSeq)
+	}
+	// Whatever the stream holds has been delivered and settled, so a
+	// second delivery would be among the calls counted now.
+	waitFor(t, 20*time.Second, "the consumer to be caught up", func() bool {
+		ci := e.consumerInfo("TIMESHEETS", "paysync")
+		return ci.NumPending == 0 && ci.NumAckPending == 0
+	})
 	var n int
 	for _, c := range sink.allCalls() {
 		if strings.HasPrefix(c.MsgID, "bad-1|redrive:") {

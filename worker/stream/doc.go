@@ -37,19 +37,30 @@
 // may not create them; their AckWait and MaxDeliver are then read from the
 // server, and Start warns when no stream captures the dead-letter subject
 // (dead letters would then be lost: deploy/nats/deadletter.json creates one)
-// or when the consumer's MaxDeliver is finite (see Delivery).
+// or when the consumer's MaxDeliver is finite (see Delivery). Which stream
+// captures the dead-letter subject is part of the set-up: unanswered, it is
+// asked again (paysync could not tell whether to create one), except when
+// bound, where a locked-down account may not ask: dead letters then go
+// through JetStream all the same, and out plainly only when no stream
+// answers.
 //
 // # Connection
 //
-// Start returns promptly. While the server is unreachable or not ready, it
-// goes on connecting and setting up in the background, so that a daemon
-// stays up and delivers what its ledger holds meanwhile. The connection's
-// changes (not reachable, connected, disconnected, reconnected) are logged
-// once each, with the URL's credentials hidden, never once per attempt;
-// Status reports whether the source consumes and, if not, why (for
-// /readyz). Only a refusal met at Start (Bind without the stream or the
-// consumer, the dead-letter subject captured by the stream itself, no
-// JetStream) is Start's error.
+// Start returns promptly. While the server is unreachable, not ready, or
+// refusing the set-up (Bind without the stream or the consumer, the
+// dead-letter subject captured by the stream itself, an account at its
+// stream limit, no JetStream), it goes on connecting and setting up in the
+// background, so that a daemon stays up and delivers what its ledger holds
+// meanwhile. Set-up retries back off, doubling from 250 ms up to 5 s while
+// the server is not ready and up to a minute while it refuses: an operator's
+// fix is picked up within a minute. The connection's changes (not
+// reachable, connected, disconnected, reconnected) and each different
+// set-up failure are logged once, with the URL's credentials hidden, never
+// once per attempt (a refusal as an error); Status reports whether the
+// source consumes and, if not, why (for /readyz: "stream set-up refused:
+// …, retrying"). A refusal met at Start is no different from one met
+// later: only a Config that fails validation (New) or a connection that
+// cannot even be configured is an error that stops a daemon.
 //
 // # Delivery
 //
@@ -64,9 +75,10 @@
 //     a redelivery, which the ledger reports as a Duplicate;
 //   - *Invalid — a fault of the input itself, and only that: the original
 //     data is published to the dead-letter subject (through JetStream when a
-//     stream captures that subject, else as a plain NATS message) with the
-//     headers Paysync-Reason, Paysync-Stream-Seq, Paysync-Original-Subject
-//     and Paysync-Original-Msg-Id, and a Nats-Msg-Id of its own
+//     stream captures that subject, or may: see above; else as a plain NATS
+//     message) with the headers Paysync-Reason, Paysync-Stream-Seq,
+//     Paysync-Original-Subject and Paysync-Original-Msg-Id, and a
+//     Nats-Msg-Id of its own
 //     ("<stream>:<seq>:<original id>"), then the message is terminated and
 //     never redelivered. If the dead-letter publish fails, the message is
 //     retried later instead: nothing is dropped unrecorded;

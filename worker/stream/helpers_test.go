@@ -22,14 +22,25 @@ import (
 // on port (server.RANDOM_PORT for any).
 func runServer(t testing.TB, dir string, port int) *server.Server {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{
+	return runServerWith(t, serverOptions(dir, port))
+}
+
+// serverOptions are runServer's options, for a test to change.
+func serverOptions(dir string, port int) *server.Options {
+	return &server.Options{
 		Host:      "127.0.0.1",
 		Port:      port,
 		JetStream: true,
 		StoreDir:  dir,
 		NoLog:     true,
 		NoSigs:    true,
-	})
+	}
+}
+
+// runServerWith starts an embedded nats-server with opts.
+func runServerWith(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	ns, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,8 +75,18 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	dir := t.TempDir()
-	ns := runServer(t, dir, server.RANDOM_PORT)
-	nc, err := nats.Connect(ns.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	return envFor(t, dir, runServer(t, dir, server.RANDOM_PORT), "")
+}
+
+// envFor is an env on ns (storing in dir); userinfo ("user:password"),
+// if set, is the test client's and the Config's.
+func envFor(t *testing.T, dir string, ns *server.Server, userinfo string) *env {
+	t.Helper()
+	url := ns.ClientURL()
+	if userinfo != "" {
+		url = strings.Replace(url, "nats://", "nats://"+userinfo+"@", 1)
+	}
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +95,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, dir: dir, ns: ns, url: ns.ClientURL(), nc: nc, js: js}
+	return &env{t: t, dir: dir, ns: ns, url: url, nc: nc, js: js}
 }
 
 // config returns a Config for this server with quick test settings.
@@ -138,6 +159,18 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// eventually polls cond until it holds (true) or the timeout passes (false).
+func eventually(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
 }
 
 // testLogger logs through t.Log (shown with -v or on failure), and stops

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -98,7 +99,14 @@ const (
 	releaseDelay      = time.Second      // redelivery delay of prefetched messages at Close
 	maxTermReason     = 200              // bytes of a TermWithReason reason
 	maxReasonHeader   = 1024             // bytes of the Paysync-Reason header
-	maxSetupInterval  = 5 * time.Second
+
+	// Set-up retries back off from firstSetupWait, doubling, up to
+	// maxSetupWait while the server is not ready yet, and up to
+	// maxRefusedSetupWait while it refuses (an operator's fix takes a while;
+	// the retries need not hammer the server meanwhile).
+	firstSetupWait      = 250 * time.Millisecond
+	maxSetupWait        = 5 * time.Second
+	maxRefusedSetupWait = time.Minute
 )
 
 // Source consumes a JetStream durable consumer into a Sink.
@@ -131,6 +139,8 @@ type Source struct {
 	connKnown, connUp, everUp bool
 	connErr                   error
 	setupErr                  error
+
+	setupAttempts atomic.Int64 // set-ups tried (tests)
 }
 
 // run is what Start sets up; the handler reads it without locking (it is
@@ -144,7 +154,11 @@ type run struct {
 
 	ackWait    time.Duration // the consumer's, as the server has it
 	maxDeliver int           // ≤ 0: unlimited
-	dlqStream  string        // stream capturing DeadLetter, "" if none (plain publish)
+	dlqStream  string        // stream capturing DeadLetter, "" if none (plain publish) or unknown
+	// dlqUnknown: bound, and the server did not say which stream captures
+	// DeadLetter; dead letters go through JetStream, plainly only when no
+	// stream answers.
+	dlqUnknown bool
 
 	ctx    context.Context // handler context, cancelled by a hard stop
 	cancel context.CancelFunc
@@ -181,14 +195,16 @@ func New(cfg Config, sink Sink) (*Source, error) {
 	}, nil
 }
 
-// permanentError marks setup errors that retrying cannot fix.
-type permanentError struct{ err error }
+// refusalError marks set-up errors that only a change on the server (an
+// operator's) can fix, as opposed to a server not ready yet. Both are
+// retried; a refusal more slowly, and logged as an error.
+type refusalError struct{ err error }
 
-func (e permanentError) Error() string { return e.err.Error() }
-func (e permanentError) Unwrap() error { return e.err }
+func (e refusalError) Error() string { return e.err.Error() }
+func (e refusalError) Unwrap() error { return e.err }
 
-func permanent(format string, args ...any) error {
-	return permanentError{fmt.Errorf(format, args...)}
+func refusal(format string, args ...any) error {
+	return refusalError{fmt.Errorf(format, args...)}
 }
 
 var errClosed = errors.New("stream: source closed")
@@ -196,13 +212,16 @@ var errClosed = errors.New("stream: source closed")
 // Start connects, makes sure the stream, the consumer and the dead-letter
 // stream exist (or, with Bind, that the stream and consumer do), and starts
 // consuming. It returns promptly: nil once consuming has started, or as
-// soon as the server turns out to be unreachable or not ready, in which
-// case it keeps connecting and setting up in the background (logging each
-// change once, not each retry; Status says what it waits for) until it
-// consumes or Close is called. It returns an error for a configuration the
-// server refuses (Bind without the stream or consumer, the dead-letter
-// subject captured by the stream itself, no JetStream), found while the
-// server answers at Start. ctx bounds only the start.
+// soon as the server turns out to be unreachable, not ready, or refusing
+// the set-up (Bind without the stream or consumer, the dead-letter subject
+// captured by the stream itself, an account at its stream limit, no
+// JetStream), in which case it keeps connecting and setting up in the
+// background with a capped backoff (logging each change once, not each
+// retry; Status says what it waits for) until it consumes or Close is
+// called: a daemon stays up, not ready, until an operator fixes the
+// server. Its errors are a connection it cannot even configure (an
+// unreadable nkey seed), a second Start, Close, or ctx ending while the
+// server answers. ctx bounds only the start.
 func (s *Source) Start(ctx context.Context) error {
 	s.mu.Lock()
 	if s.started {
@@ -242,7 +261,7 @@ func (s *Source) Start(ctx context.Context) error {
 	go s.work(r)
 
 	if nc.IsConnected() {
-		// One attempt now, so that a refusal is the start's error.
+		// One attempt now, so that Start returns consuming when it can.
 		err := s.trySetup(ctx, r)
 		switch {
 		case err == nil:
@@ -252,16 +271,19 @@ func (s *Source) Start(ctx context.Context) error {
 			s.abandon(r)
 			close(settled)
 			return errClosed
-		case !transient(err):
-			s.abandon(r)
-			close(settled)
-			return err
 		case ctx.Err() != nil:
 			s.abandon(r)
 			close(settled)
 			return fmt.Errorf("stream: start: %w (last error: %v)", ctx.Err(), err)
 		}
+		// Not ready, or refused: retried in the background like a set-up
+		// that first meets the server later, after a wait (the connection
+		// being up, its wake-up is spent).
 		s.noteSetupErr(err)
+		select {
+		case <-s.wake:
+		default:
+		}
 	}
 	go func() {
 		defer close(settled)
@@ -357,25 +379,27 @@ func (s *Source) noteSetupErr(err error) {
 		return
 	}
 	if transient(err) {
-		s.log.Warn("stream set-up failed; retrying in the background", "err", err)
+		s.log.Warn("stream set-up failing; retrying in the background", "err", err)
 	} else {
-		s.log.Error("stream set-up refused; fix it: paysync keeps trying in the background", "err", err)
+		s.log.Error("stream set-up refused by the NATS server: paysync stays up, not ready, and retries until it is fixed", "err", err,
+			"retry_at_most_every", maxRefusedSetupWait.String())
 	}
 }
 
 // setupInBackground retries the set-up until consuming starts or Close.
-// A refusal is retried too (slowly): an operator may fix it while the
-// daemon stays up, not ready.
+// A refusal is retried too (more slowly): an operator may fix it while
+// the daemon stays up, not ready.
 func (s *Source) setupInBackground(r *run) {
-	wait := 250 * time.Millisecond
+	wait := s.nextSetupWait(0, nil)
 	for {
 		select {
 		case <-s.closing:
 			s.abandon(r)
 			return
 		case <-s.wake:
+			// Connected (again): try now, and back off afresh.
+			wait = s.nextSetupWait(0, nil)
 		case <-time.After(wait):
-			wait = min(2*wait, maxSetupInterval)
 		}
 		if !r.nc.IsConnected() {
 			continue
@@ -389,7 +413,30 @@ func (s *Source) setupInBackground(r *run) {
 			return
 		}
 		s.noteSetupErr(err)
+		wait = s.nextSetupWait(wait, err)
 	}
+}
+
+// nextSetupWait is the wait before the next set-up attempt after one that
+// failed with err, having waited wait before it (0: the first).
+func (s *Source) nextSetupWait(wait time.Duration, err error) time.Duration {
+	if s.cfg.setupRetryWait > 0 {
+		return s.cfg.setupRetryWait
+	}
+	return setupBackoff(wait, err)
+}
+
+// setupBackoff doubles wait (from firstSetupWait), capped by the kind of
+// failure: short while the server is not ready, long while it refuses.
+func setupBackoff(wait time.Duration, err error) time.Duration {
+	if wait <= 0 {
+		return firstSetupWait
+	}
+	limit := maxSetupWait
+	if err != nil && !transient(err) {
+		limit = maxRefusedSetupWait
+	}
+	return min(2*wait, limit)
 }
 
 // abandon undoes a start that never consumed.
@@ -402,6 +449,7 @@ func (s *Source) abandon(r *run) {
 // trySetup runs one set-up (bounded by setupTimeout, and cut short by
 // Close) and starts consuming.
 func (s *Source) trySetup(ctx context.Context, r *run) error {
+	s.setupAttempts.Add(1)
 	actx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
 	stop := context.AfterFunc(s.closeCtx, cancel)
@@ -409,6 +457,10 @@ func (s *Source) trySetup(ctx context.Context, r *run) error {
 	if err := s.setup(actx, r); err != nil {
 		if s.closeCtx.Err() != nil {
 			return errClosed
+		}
+		if errors.Is(err, nats.ErrNoResponders) {
+			// Nothing answers the JetStream API of this account.
+			return refusal("stream: jetstream not enabled for this account: nothing answers the JetStream API (%v)", err)
 		}
 		return err
 	}
@@ -452,7 +504,7 @@ func (s *Source) consume(r *run) error {
 // transient reports whether a setup error may go away by itself (the
 // server unreachable or still starting), as opposed to a refusal.
 func transient(err error) bool {
-	if errors.As(err, new(permanentError)) {
+	if errors.As(err, new(refusalError)) {
 		return false
 	}
 	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
@@ -473,15 +525,15 @@ func (s *Source) setup(ctx context.Context, r *run) error {
 		cons, err := r.js.Consumer(ctx, c.Stream, c.Durable)
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound):
-			return permanent("stream: bind: stream %q does not exist (Bind is set, so paysync does not create it)", c.Stream)
+			return refusal("stream: bind: stream %q does not exist (Bind is set, so paysync does not create it)", c.Stream)
 		case errors.Is(err, jetstream.ErrConsumerNotFound):
-			return permanent("stream: bind: consumer %q of stream %q does not exist (Bind is set, so paysync does not create it)", c.Durable, c.Stream)
+			return refusal("stream: bind: consumer %q of stream %q does not exist (Bind is set, so paysync does not create it)", c.Durable, c.Stream)
 		case err != nil:
 			return fmt.Errorf("stream: bind %s/%s: %w", c.Stream, c.Durable, err)
 		}
 		cc := cons.CachedInfo().Config
 		if cc.AckPolicy != jetstream.AckExplicitPolicy {
-			return permanent("stream: bind: consumer %q of stream %q has ack policy %v; paysync needs explicit acks", c.Durable, c.Stream, cc.AckPolicy)
+			return refusal("stream: bind: consumer %q of stream %q has ack policy %v; paysync needs explicit acks", c.Durable, c.Stream, cc.AckPolicy)
 		}
 		if len(cc.BackOff) > 0 {
 			s.log.Warn("bound consumer has a BackOff list: the server uses its first step as the ack deadline", "backoff", cc.BackOff, "ack_wait", cc.AckWait)
@@ -530,9 +582,10 @@ func (s *Source) setup(ctx context.Context, r *run) error {
 	lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
 	name, err := r.js.StreamNameBySubject(lctx, c.DeadLetter)
+	r.dlqStream, r.dlqUnknown = "", false
 	switch {
 	case err == nil && name == c.Stream:
-		return permanent("stream: dead-letter subject %q is captured by stream %q itself: dead letters would be consumed again", c.DeadLetter, c.Stream)
+		return refusal("stream: dead-letter subject %q is captured by stream %q itself: dead letters would be consumed again", c.DeadLetter, c.Stream)
 	case err == nil:
 		r.dlqStream = name
 	case errors.Is(err, jetstream.ErrStreamNotFound) && !c.Bind:
@@ -542,11 +595,16 @@ func (s *Source) setup(ctx context.Context, r *run) error {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		s.log.Warn("no stream captures the dead-letter subject: invalid messages are published as plain NATS messages and LOST unless something subscribes at that moment; create the stream (deploy/nats/deadletter.json, or nats stream add with --subjects on that subject, limits retention)",
 			"subject", c.DeadLetter, "suggested_stream", c.DeadLetterStream)
-		r.dlqStream = ""
+	case !c.Bind:
+		// Without the answer paysync cannot tell whether to create the
+		// dead-letter stream: part of the set-up, retried.
+		return fmt.Errorf("stream: which stream captures the dead-letter subject %s: %w", c.DeadLetter, err)
 	default:
-		// Locked-down accounts may not list streams: publish plainly.
-		s.log.Warn("cannot tell whether a stream captures the dead-letter subject; publishing dead letters without JetStream", "subject", c.DeadLetter, "err", err)
-		r.dlqStream = ""
+		// Bound (a locked-down account may not be allowed to ask, or a
+		// busy server did not answer in time): a publish through
+		// JetStream reaches the stream that captures the subject, if any.
+		s.log.Warn("cannot tell which stream captures the dead-letter subject; publishing dead letters through JetStream, and plainly only if no stream answers", "subject", c.DeadLetter, "err", err)
+		r.dlqUnknown = true
 	}
 	return nil
 }
@@ -576,7 +634,7 @@ func (s *Source) createDeadLetterStream(ctx context.Context, r *run) (string, er
 		if lerr == nil && name != c.Stream {
 			return name, nil
 		}
-		return "", permanent("stream: dead-letter stream %q exists but does not capture the dead-letter subject %q: add the subject to it, or name another DeadLetterStream", c.DeadLetterStream, c.DeadLetter)
+		return "", refusal("stream: dead-letter stream %q exists but does not capture the dead-letter subject %q: add the subject to it, or name another DeadLetterStream", c.DeadLetterStream, c.DeadLetter)
 	}
 	if err != nil {
 		return "", fmt.Errorf("stream: dead-letter stream %s: %w", c.DeadLetterStream, err)
@@ -863,15 +921,6 @@ func (s *Source) deadLetter(r *run, m jetstream.Msg, msg Message, reason string,
 	dl.Header.Set(jetstream.MsgIDHeader, deadLetterMsgID(s.cfg.Stream, msg))
 	lastDelivery := r.maxDeliver > 0 && msg.Delivered >= uint64(r.maxDeliver)
 
-	if transientFailure && r.dlqStream == "" {
-		// Nothing would keep it: leave it unacknowledged. The server does
-		// not deliver it again, and with work-queue retention it stays in
-		// the stream for an operator.
-		log.Error("still failing at the consumer's last delivery (MaxDeliver) and no stream keeps dead letters: the message stays in the stream, unconsumed; give the consumer max_deliver -1 and the dead-letter subject a stream", "reason", reason, "dead_letter", s.cfg.DeadLetter)
-		s.observe("retry")
-		return
-	}
-
 	ctx, cancel := context.WithTimeout(r.ctx, publishTimeout)
 	defer cancel()
 	// While the connection is being re-established (a server restart), a
@@ -879,11 +928,14 @@ func (s *Source) deadLetter(r *run, m jetstream.Msg, msg Message, reason string,
 	// the nak too: the message would come back only after AckWait. Wait
 	// for the connection instead (within the publish timeout).
 	waitConnected(ctx, r.nc)
-	var err error
-	if r.dlqStream != "" {
-		_, err = r.js.PublishMsg(ctx, dl)
-	} else if err = r.nc.PublishMsg(dl); err == nil {
-		err = r.nc.FlushWithContext(ctx)
+	kept, err := s.publishDeadLetter(ctx, r, dl, transientFailure)
+	if errors.Is(err, errNoDeadLetterStream) {
+		// Nothing would keep it: leave it unacknowledged. The server does
+		// not deliver it again, and with work-queue retention it stays in
+		// the stream for an operator.
+		log.Error("still failing at the consumer's last delivery (MaxDeliver) and no stream keeps dead letters: the message stays in the stream, unconsumed; give the consumer max_deliver -1 and the dead-letter subject a stream", "reason", reason, "dead_letter", s.cfg.DeadLetter)
+		s.observe("retry")
+		return
 	}
 	if err != nil {
 		if lastDelivery {
@@ -903,12 +955,42 @@ func (s *Source) deadLetter(r *run, m jetstream.Msg, msg Message, reason string,
 	if err := m.TermWithReason(truncate(oneLine(reason), maxTermReason)); err != nil {
 		log.Error("term failed; the message will be redelivered and dead-lettered again", "err", err)
 	}
-	log.Error("message dead-lettered", "reason", reason, "dead_letter", s.cfg.DeadLetter, "dead_letter_stream", r.dlqStream)
+	log.Error("message dead-lettered", "reason", reason, "dead_letter", s.cfg.DeadLetter, "dead_letter_stream", kept)
 	if transientFailure {
 		s.observe("dead-lettered")
 	} else {
 		s.observe("invalid")
 	}
+}
+
+// errNoDeadLetterStream: no stream captures the dead-letter subject.
+var errNoDeadLetterStream = errors.New("no stream captures the dead-letter subject")
+
+// publishDeadLetter publishes dl through JetStream when a stream captures
+// the dead-letter subject, or may (r.dlqUnknown), and returns the stream
+// that confirmed it. Else, or when no stream answers after all, it
+// publishes dl plainly (kept is ""), unless streamOnly: then it returns
+// errNoDeadLetterStream.
+func (s *Source) publishDeadLetter(ctx context.Context, r *run, dl *nats.Msg, streamOnly bool) (kept string, err error) {
+	if r.dlqStream != "" || r.dlqUnknown {
+		ack, err := r.js.PublishMsg(ctx, dl)
+		switch {
+		case err == nil:
+			return ack.Stream, nil
+		case !r.dlqUnknown || !errors.Is(err, jetstream.ErrNoStreamResponse):
+			// A timeout may be a busy stream: the message is retried,
+			// never published plainly past a stream.
+			return "", err
+		}
+		// Nobody answers, so no stream captures the subject.
+	}
+	if streamOnly {
+		return "", errNoDeadLetterStream
+	}
+	if err := r.nc.PublishMsg(dl); err != nil {
+		return "", err
+	}
+	return "", r.nc.FlushWithContext(ctx)
 }
 
 // deadLetterMsgID is a dead letter's Nats-Msg-Id: the source stream and
@@ -1024,7 +1106,8 @@ func (s *Source) Connected() bool {
 // Status reports whether the source is consuming over a live connection
 // and, when it is not, why, in one line fit for /readyz (the server URL
 // without credentials): not started, connecting, disconnected, the stream
-// set-up failing, or closed.
+// set-up failing (the server not ready) or refused (until an operator
+// fixes the server), or closed.
 func (s *Source) Status() (ok bool, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -1041,8 +1124,10 @@ func (s *Source) Status() (ok bool, reason string) {
 		return false, "disconnected from " + url + ", reconnecting" + errSuffix(s.connErr)
 	case !s.nc.IsConnected():
 		return false, "not connected to " + url + ", connecting" + errSuffix(s.connErr)
+	case s.run == nil && s.setupErr != nil && !transient(s.setupErr):
+		return false, "stream set-up refused: " + s.setupErr.Error() + ", retrying"
 	case s.run == nil && s.setupErr != nil:
-		return false, "stream set-up failing, retrying: " + s.setupErr.Error()
+		return false, "stream set-up failing: " + s.setupErr.Error() + ", retrying"
 	case s.run == nil:
 		return false, "setting up stream " + s.cfg.Stream + " and consumer " + s.cfg.Durable
 	}

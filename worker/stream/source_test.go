@@ -98,22 +98,6 @@ func TestSource_Start(t *testing.T) {
 		}
 	})
 
-	t.Run("dead-letter subject captured by the source stream", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t)
-		if _, err := e.js.CreateStream(context.Background(), jetstream.StreamConfig{Name: "TIMESHEETS", Subjects: []string{"timesheets.>", "paysync.>"}}); err != nil {
-			t.Fatal(err)
-		}
-		s, err := New(e.config(), newSink())
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = s.Start(context.Background())
-		if err == nil || !strings.Contains(err.Error(), `dead-letter subject "paysync.deadletter" is captured by stream "TIMESHEETS"`) {
-			t.Fatalf("got %v", err)
-		}
-	})
-
 	t.Run("server unreachable: Start returns, Close stops the retrying", func(t *testing.T) {
 		t.Parallel()
 		cfg := Config{URL: "nats://127.0.0.1:1", Logger: testLogger(t)}
@@ -139,43 +123,18 @@ func TestSource_Start(t *testing.T) {
 	})
 }
 
+// TestSource_Bind: bound, the source uses the operator's stream and
+// consumer as they are and takes their settings from the server. (Bound
+// before they exist: TestSource_StartRefusedStaysUp.)
 func TestSource_Bind(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	cfg := e.config()
 	cfg.Bind = true
-	try := func() error {
-		s, err := New(cfg, newSink())
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		began := time.Now()
-		err = s.Start(ctx)
-		if err != nil && time.Since(began) > 2*time.Second {
-			t.Errorf("a missing stream or consumer should fail at once, took %v", time.Since(began))
-		}
-		_ = s.Close(ctx)
-		return err
-	}
-
-	err := try()
-	if err == nil || !strings.Contains(err.Error(), `stream "TIMESHEETS" does not exist`) {
-		t.Fatalf("no stream: got %v", err)
-	}
 	ctx := context.Background()
 	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "TIMESHEETS", Subjects: []string{"timesheets.>"}}); err != nil {
 		t.Fatal(err)
 	}
-	err = try()
-	if err == nil || !strings.Contains(err.Error(), `consumer "paysync" of stream "TIMESHEETS" does not exist`) {
-		t.Fatalf("no consumer: got %v", err)
-	}
-	if _, err := e.js.Stream(ctx, "PAYSYNC"); !errors.Is(err, jetstream.ErrStreamNotFound) {
-		t.Fatalf("bind created something: %v", err)
-	}
-
 	want := jetstream.ConsumerConfig{Durable: "paysync", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 3 * time.Second, MaxDeliver: 4, MaxAckPending: 50}
 	if _, err := e.js.CreateConsumer(ctx, "TIMESHEETS", want); err != nil {
 		t.Fatal(err)
@@ -216,7 +175,7 @@ func TestSource_DeliversAllOnce(t *testing.T) {
 		t.Errorf("%d commits for %d messages", got, n)
 	}
 	// Observe is called once the ack is confirmed, just after the sink returns.
-	waitFor(t, 2*time.Second, "the outcomes", func() bool { return obs.get("committed") == n })
+	waitFor(t, 10*time.Second, "the outcomes", func() bool { return obs.get("committed") == n })
 	if obs.get("duplicate")+obs.get("retry")+obs.get("invalid") != 0 {
 		t.Errorf("outcomes: %v", obs.n)
 	}
@@ -542,7 +501,7 @@ func testServerRestart(t *testing.T, ackWait time.Duration) int {
 		}
 		seen[key(c.Message)] = true
 	}
-	waitFor(t, 2*time.Second, "the outcomes", func() bool { return obs.get("committed") == first+second })
+	waitFor(t, 10*time.Second, "the outcomes", func() bool { return obs.get("committed") == first+second })
 	t.Logf("duplicates (redeliveries): %d", obs.get("duplicate"))
 	return obs.get("duplicate")
 }
@@ -650,7 +609,9 @@ func TestSource_BoundFiniteMaxDeliver(t *testing.T) {
 		if calls := sink.callsFor("outage-1"); len(calls) != 3 {
 			t.Errorf("%d deliveries, want 3", len(calls))
 		}
-		if obs.get("dead-lettered") != 1 || obs.get("invalid") != 0 || obs.get("retry") != 2 {
+		// The outcome is observed once the message is terminated, just
+		// after the dead letter is stored.
+		if !eventually(10*time.Second, func() bool { return obs.get("dead-lettered") == 1 }) || obs.get("invalid") != 0 || obs.get("retry") != 2 {
 			t.Errorf("outcomes %v", obs.n)
 		}
 
@@ -718,20 +679,22 @@ func TestSource_NATSDownAtStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Each step has a fresh, generous deadline of its own: one shared from
+	// the start could pass on a loaded machine before the last step.
+	startCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	started := make(chan error, 1)
-	go func() { started <- s.Start(ctx) }()
+	go func() { started <- s.Start(startCtx) }()
 	select {
 	case err := <-started:
 		if err != nil {
 			t.Fatalf("Start with NATS down: %v", err)
 		}
-	case <-time.After(4 * time.Second):
+	case <-time.After(20 * time.Second):
 		t.Fatal("Start blocks while NATS is down: the daemon cannot go on")
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := s.Close(ctx); err != nil {
 			t.Errorf("close: %v", err)
@@ -756,6 +719,11 @@ func TestSource_NATSDownAtStart(t *testing.T) {
 	if ok, reason := s.Status(); !ok || reason != "" {
 		t.Errorf("Status() = %v, %q once connected", ok, reason)
 	}
+	// The connection's handlers run on their own goroutine, and the
+	// "consuming" line follows the state: wait for the lines, then count.
+	waitFor(t, 10*time.Second, "the 'nats connected' and 'consuming' lines", func() bool {
+		return logs.count("nats connected") > 0 && logs.count("level=INFO", "consuming") > 0
+	})
 	if n := logs.count("nats connected"); n != 1 {
 		t.Errorf("%d 'nats connected' lines, want 1", n)
 	}
@@ -775,7 +743,9 @@ func TestSource_NATSDownAtStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.Publish(ctx, "timesheets.MV8x.toggl", []byte(`{"id":"t-1"}`), jetstream.WithMsgID("t-1")); err != nil {
+	pubCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := js.Publish(pubCtx, "timesheets.MV8x.toggl", []byte(`{"id":"t-1"}`), jetstream.WithMsgID("t-1")); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the commit", func() bool { return sink.numCommitted() == 1 })
@@ -790,6 +760,7 @@ func TestSource_NATSDownAtStart(t *testing.T) {
 	}
 	runServer(t, t.TempDir(), port)
 	waitFor(t, 20*time.Second, "Connected() to turn true again", s.Connected)
+	waitFor(t, 10*time.Second, "the 'nats reconnected' line", func() bool { return logs.count("nats reconnected") > 0 })
 	if d, r := logs.count("nats disconnected"), logs.count("nats reconnected"); d != 1 || r != 1 {
 		t.Errorf("%d 'disconnected' and %d 'reconnected' lines, want 1 each", d, r)
 	}
