@@ -1,5 +1,6 @@
 // Package paysync holds the shared vocabulary of paysync: pay parts, their
-// metadata and field rules, companies and employees. It has no behaviour
+// metadata and field rules, companies and employees, and the states and
+// outcomes the ledger records (states.go). It has no behaviour
 // beyond parsing and printing these values; the adapters (payroll, ledger,
 // mapping, worker) all speak it.
 //

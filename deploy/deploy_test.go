@@ -37,6 +37,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/paysync/paysync/internal/natstest"
 	"github.com/paysync/paysync/worker/stream"
 )
 
@@ -1260,7 +1261,7 @@ func TestNATSFilesOnServer(t *testing.T) {
 	defer cancel()
 
 	// What paysync creates.
-	nsA := runNATS(t)
+	nsA := natstest.Start(t)
 	srcA, err := stream.New(stream.Config{URL: nsA.ClientURL()}, sink(make(chan stream.Message, 1)))
 	if err != nil {
 		t.Fatal(err)
@@ -1275,7 +1276,7 @@ func TestNATSFilesOnServer(t *testing.T) {
 	wantD := streamConfig(ctx, t, nsA, stream.DefaultStream+stream.DeadLetterStreamSuffix)
 
 	// What the files create.
-	nsB := runNATS(t)
+	nsB := natstest.Start(t)
 	nc, err := nats.Connect(nsB.ClientURL())
 	if err != nil {
 		t.Fatal(err)
@@ -1346,20 +1347,6 @@ func (s sink) Commit(_ context.Context, m stream.Message) (stream.Outcome, error
 	return stream.Committed, nil
 }
 
-func runNATS(t *testing.T) *server.Server {
-	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns
-}
-
 // apiCall sends a JetStream API request and fails on an error answer.
 func apiCall(t *testing.T, nc *nats.Conn, subject string, body []byte) {
 	t.Helper()
@@ -1386,15 +1373,7 @@ func apiCall(t *testing.T, nc *nats.Conn, subject string, body []byte) {
 // consumer, without the metadata the server adds (versions).
 func infos(ctx context.Context, t *testing.T, ns *server.Server) (jetstream.StreamConfig, jetstream.ConsumerConfig) {
 	t.Helper()
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Connect(t, ns.ClientURL())
 	s, err := js.Stream(ctx, stream.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
@@ -1412,15 +1391,7 @@ func infos(ctx context.Context, t *testing.T, ns *server.Server) (jetstream.Stre
 // the metadata the server adds.
 func streamConfig(ctx context.Context, t *testing.T, ns *server.Server, name string) jetstream.StreamConfig {
 	t.Helper()
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Connect(t, ns.ClientURL())
 	s, err := js.Stream(ctx, name)
 	if err != nil {
 		t.Fatalf("stream %s: %v", name, err)

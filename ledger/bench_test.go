@@ -45,7 +45,7 @@ func benchIntent(b *testing.B, k, n int) ImportIntent {
 		if err != nil {
 			b.Fatal(err)
 		}
-		es = append(es, NewEntry{Entry: e, Hash: h, Status: EntryMapped})
+		es = append(es, NewEntry{Entry: e, Hash: h, Status: paysync.EntryMapped})
 		pps = append(pps, pp("A", e.EmployeeID, e.Ref()))
 		fmt.Fprintf(&payload, "%s,%s,7.5\n", e.ID, e.EmployeeID)
 	}
@@ -171,7 +171,7 @@ func BenchmarkFloor_EntryRowsOnly(b *testing.B) {
 				var rowID int64
 				if err := st.queryRow(`INSERT INTO entries (source_id, entry_id, line, content_hash, data, status, note) VALUES (?, ?, ?, ?, ?, ?, ?)
 					ON CONFLICT (entry_id) DO UPDATE SET source_id = excluded.source_id WHERE entries.status <> 'mapped'
-					RETURNING id`, source, id, 1, hashHex([]byte(data)), []byte(data), EntryMapped, "").Scan(&rowID); err != nil {
+					RETURNING id`, source, id, 1, hashHex([]byte(data)), []byte(data), paysync.EntryMapped, "").Scan(&rowID); err != nil {
 					return err
 				}
 				n++

@@ -21,7 +21,7 @@ func message(t testing.TB, company, id string) ImportIntent {
 	payload := fmt.Sprintf(`{"id":%q,"hours":"1.5"}`, id)
 	return ImportIntent{
 		Source:     &NewSource{Kind: "nats", Name: "timesheets." + company, Format: "json", Hash: HashPayload([]byte(payload)), Payload: []byte(payload)},
-		Entries:    []NewEntry{{Entry: e, Hash: h, Status: EntryMapped, Data: data}},
+		Entries:    []NewEntry{{Entry: e, Hash: h, Status: paysync.EntryMapped, Data: data}},
 		PayParts:   []paysync.PlannedPayPart{pp(company, "emp-"+id, paysync.EntryRef{ID: id, Source: e.Source, Line: 1})},
 		BatchSize:  3,
 		Accumulate: true,
@@ -163,10 +163,10 @@ func TestOpenHeads(t *testing.T) {
 		t.Errorf("SealedPendingAfter(A, %d) = %v, %v; want [%d]", a1, ids, err, a2)
 	}
 	// A failed batch is still to send; a created one is not.
-	if err := l.SetBatchState(ctx, a1, BatchFailed, "boom"); err != nil {
+	if err := l.SetBatchState(ctx, a1, paysync.BatchFailed, "boom"); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.SetBatchState(ctx, b1, BatchCreated, ""); err != nil {
+	if err := l.SetBatchState(ctx, b1, paysync.BatchCreated, ""); err != nil {
 		t.Fatal(err)
 	}
 	if heads, err := l.OpenHeads(ctx); err != nil || len(heads) != 1 || heads["A"] != a1 {

@@ -3,6 +3,8 @@ package ledger
 import (
 	"context"
 	"fmt"
+
+	"github.com/paysync/paysync"
 )
 
 // CompaniesWithWork returns, sorted, the companies this ledger may still
@@ -20,7 +22,7 @@ func (l *Ledger) CompaniesWithWork(ctx context.Context) ([]string, error) {
 		UNION
 		SELECT company_id FROM pay_parts WHERE state = ?
 		ORDER BY company_id`,
-		BatchPending, BatchSending, BatchFailed, BatchReverting, PartPending)
+		paysync.BatchPending, paysync.BatchSending, paysync.BatchFailed, paysync.BatchReverting, paysync.PartPending)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: companies with work: %w", err)
 	}

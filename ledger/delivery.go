@@ -16,16 +16,16 @@ import (
 
 // Batch is one create_pay_parts call's worth of pay parts for a company.
 type Batch struct {
-	ID        int64     `json:"id"`
-	CompanyID string    `json:"company_id"`
-	SourceID  int64     `json:"import_id"`
-	ParentID  int64     `json:"split_from,omitempty"`
-	ReplayOf  int64     `json:"replay_of,omitempty"`
-	State     string    `json:"state"`
-	Attempts  int       `json:"attempts"`
-	LastError string    `json:"last_error,omitempty"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	ID        int64              `json:"id"`
+	CompanyID string             `json:"company_id"`
+	SourceID  int64              `json:"import_id"`
+	ParentID  int64              `json:"split_from,omitempty"`
+	ReplayOf  int64              `json:"replay_of,omitempty"`
+	State     paysync.BatchState `json:"state"`
+	Attempts  int                `json:"attempts"`
+	LastError string             `json:"last_error,omitempty"`
+	CreatedAt time.Time          `json:"created_at"`
+	UpdatedAt time.Time          `json:"updated_at"`
 	// Item counts by state.
 	Items    int `json:"items"`
 	Pending  int `json:"pending"`
@@ -41,13 +41,13 @@ type Item struct {
 	BatchID int64 `json:"batch_id"`
 	Seq     int   `json:"seq"`
 	paysync.PayPartInput
-	CompanyID    string `json:"company_id"`
-	EmployeeName string `json:"employee_name"`
-	Description  string `json:"description"`
-	Rule         string `json:"rule"`
-	State        string `json:"state"`
-	PayrollID    string `json:"payroll_id,omitempty"`
-	Error        string `json:"error,omitempty"`
+	CompanyID    string            `json:"company_id"`
+	EmployeeName string            `json:"employee_name"`
+	Description  string            `json:"description"`
+	Rule         string            `json:"rule"`
+	State        paysync.PartState `json:"state"`
+	PayrollID    string            `json:"payroll_id,omitempty"`
+	Error        string            `json:"error,omitempty"`
 	// DeleteAttempt is the delete attempt the pay part was sent in (0: none).
 	DeleteAttempt int64 `json:"delete_attempt,omitempty"`
 }
@@ -105,7 +105,7 @@ func (l *Ledger) OpenBatches(ctx context.Context, sourceID int64) ([]Batch, erro
 }
 
 // BatchesInState lists batches in one state, oldest first.
-func (l *Ledger) BatchesInState(ctx context.Context, state string) ([]Batch, error) {
+func (l *Ledger) BatchesInState(ctx context.Context, state paysync.BatchState) ([]Batch, error) {
 	return l.queryBatches(ctx, `WHERE b.state = ? ORDER BY b.id`, state)
 }
 
@@ -136,10 +136,10 @@ func (l *Ledger) Items(ctx context.Context, batchID int64) ([]Item, error) {
 	return out, rows.Err()
 }
 
-// BeginAttempt records that a call is about to be made. For op "create" the
+// BeginAttempt records that a call is about to be made. For a create the
 // batch becomes sending: if the process dies now, the next start knows the
 // outcome is unknown and reconciles before sending again.
-func (l *Ledger) BeginAttempt(ctx context.Context, batchID int64, op string, items int) (int64, error) {
+func (l *Ledger) BeginAttempt(ctx context.Context, batchID int64, op paysync.AttemptOp, items int) (int64, error) {
 	var id int64
 	err := l.tx(ctx, "begin attempt", func(tx *sql.Tx) error {
 		var err error
@@ -149,16 +149,16 @@ func (l *Ledger) BeginAttempt(ctx context.Context, batchID int64, op string, ite
 	return id, err
 }
 
-func beginAttempt(ctx context.Context, tx *sql.Tx, batchID int64, op string, items int, now string) (int64, error) {
+func beginAttempt(ctx context.Context, tx *sql.Tx, batchID int64, op paysync.AttemptOp, items int, now string) (int64, error) {
 	res, err := tx.ExecContext(ctx, `INSERT INTO attempts (batch_id, op, items, started_at) VALUES (?, ?, ?, ?)`, batchID, op, items, now)
 	if err != nil {
 		return 0, err
 	}
 	id, _ := res.LastInsertId()
 	switch op {
-	case "create":
+	case paysync.AttemptCreate:
 		_, err = tx.ExecContext(ctx, `UPDATE batches SET state = 'sending', attempts = attempts + 1, updated_at = ? WHERE id = ?`, now, batchID)
-	case "delete":
+	case paysync.AttemptDelete:
 		_, err = tx.ExecContext(ctx, `UPDATE batches SET state = 'reverting', updated_at = ? WHERE id = ?`, now, batchID)
 	}
 	return id, err
@@ -169,19 +169,19 @@ func beginAttempt(ctx context.Context, tx *sql.Tx, batchID int64, op string, ite
 // sender's bookkeeping between two calls costs one fsync, not two. The
 // next batch must be pending. When an item of the first batch is at fault
 // (see RecordCreated), nothing is begun and next is 0.
-func (l *Ledger) RecordCreatedThenBegin(ctx context.Context, batchID, attemptID int64, ids map[int64]string, outcome string, nextBatch int64, nextItems int) (next int64, err error) {
+func (l *Ledger) RecordCreatedThenBegin(ctx context.Context, batchID, attemptID int64, ids map[int64]string, outcome paysync.AttemptOutcome, nextBatch int64, nextItems int) (next int64, err error) {
 	err = l.tx(ctx, "record created", func(tx *sql.Tx) error {
 		if err := l.recordCreated(ctx, tx, batchID, attemptID, ids, outcome, true); err != nil {
 			return err
 		}
-		var state string
+		var state paysync.BatchState
 		if err := tx.QueryRowContext(ctx, `SELECT state FROM batches WHERE id = ?`, nextBatch).Scan(&state); err != nil {
 			return fmt.Errorf("batch %d: %w", nextBatch, err)
 		}
-		if state != BatchPending {
+		if state != paysync.BatchPending {
 			return fmt.Errorf("batch %d is %s, not pending: %w", nextBatch, state, errRecordOneByOne)
 		}
-		next, err = beginAttempt(ctx, tx, nextBatch, "create", nextItems, l.ts())
+		next, err = beginAttempt(ctx, tx, nextBatch, paysync.AttemptCreate, nextItems, l.ts())
 		return err
 	})
 	if errors.Is(err, errRecordOneByOne) {
@@ -192,13 +192,13 @@ func (l *Ledger) RecordCreatedThenBegin(ctx context.Context, batchID, attemptID 
 
 // EndAttempt records an attempt's outcome and, when state is not empty,
 // moves the batch to it.
-func (l *Ledger) EndAttempt(ctx context.Context, attemptID int64, outcome string, status int, msg, state string) error {
+func (l *Ledger) EndAttempt(ctx context.Context, attemptID int64, outcome paysync.AttemptOutcome, status int, msg string, state paysync.BatchState) error {
 	return l.tx(ctx, "end attempt", func(tx *sql.Tx) error {
 		return endAttempt(ctx, tx, attemptID, outcome, status, msg, state, l.ts())
 	})
 }
 
-func endAttempt(ctx context.Context, tx *sql.Tx, attemptID int64, outcome string, status int, msg, state, now string) error {
+func endAttempt(ctx context.Context, tx *sql.Tx, attemptID int64, outcome paysync.AttemptOutcome, status int, msg string, state paysync.BatchState, now string) error {
 	var batchID int64
 	if err := tx.QueryRowContext(ctx, `UPDATE attempts SET finished_at = ?, outcome = ?, status = ?, error = ? WHERE id = ? RETURNING batch_id`,
 		now, outcome, status, msg, attemptID).Scan(&batchID); err != nil {
@@ -215,7 +215,7 @@ func endAttempt(ctx context.Context, tx *sql.Tx, attemptID int64, outcome string
 // RecordCreated stores payroll ids for items (item id → payroll id) and the
 // attempt's outcome in one transaction. The batch becomes created when no
 // item is pending any more, else pending (the rest is sent again).
-func (l *Ledger) RecordCreated(ctx context.Context, batchID, attemptID int64, ids map[int64]string, outcome string) error {
+func (l *Ledger) RecordCreated(ctx context.Context, batchID, attemptID int64, ids map[int64]string, outcome paysync.AttemptOutcome) error {
 	err := l.tx(ctx, "record created", func(tx *sql.Tx) error {
 		return l.recordCreated(ctx, tx, batchID, attemptID, ids, outcome, true)
 	})
@@ -238,7 +238,7 @@ const recordChunk = 500
 // recordCreated stores the payroll ids in tx: all at once (fast), which
 // gives up with errRecordOneByOne on any anomaly, or one UPDATE per item,
 // which names the item at fault.
-func (l *Ledger) recordCreated(ctx context.Context, tx *sql.Tx, batchID, attemptID int64, ids map[int64]string, outcome string, fast bool) error {
+func (l *Ledger) recordCreated(ctx context.Context, tx *sql.Tx, batchID, attemptID int64, ids map[int64]string, outcome paysync.AttemptOutcome, fast bool) error {
 	now := l.ts()
 	st := l.stmts(ctx, tx)
 	defer st.close()
@@ -294,15 +294,15 @@ func (l *Ledger) recordCreated(ctx context.Context, tx *sql.Tx, batchID, attempt
 }
 
 // settledState is created when nothing is pending, else pending.
-func settledState(ctx context.Context, tx *sql.Tx, batchID int64) (string, error) {
+func settledState(ctx context.Context, tx *sql.Tx, batchID int64) (paysync.BatchState, error) {
 	var pending int
 	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pay_parts WHERE batch_id = ? AND state = 'pending'`, batchID).Scan(&pending); err != nil {
 		return "", err
 	}
 	if pending == 0 {
-		return BatchCreated, nil
+		return paysync.BatchCreated, nil
 	}
-	return BatchPending, nil
+	return paysync.BatchPending, nil
 }
 
 // RejectItems marks items the API refused for good (item id → reason),
@@ -326,7 +326,7 @@ func (l *Ledger) RejectItems(ctx context.Context, batchID, attemptID int64, reas
 			}
 		}
 		if attemptID != 0 {
-			if err := endAttempt(ctx, tx, attemptID, "rejected", 0, "", "", now); err != nil {
+			if err := endAttempt(ctx, tx, attemptID, paysync.AttemptRejected, 0, "", "", now); err != nil {
 				return err
 			}
 		}
@@ -377,7 +377,7 @@ func (l *Ledger) SplitBatch(ctx context.Context, batchID, attemptID int64, msg s
 			return fmt.Errorf("split of batch %d leaves %d pending pay parts behind", batchID, left)
 		}
 		if attemptID != 0 {
-			if err := endAttempt(ctx, tx, attemptID, "rejected", 0, msg, "", now); err != nil {
+			if err := endAttempt(ctx, tx, attemptID, paysync.AttemptRejected, 0, msg, "", now); err != nil {
 				return err
 			}
 		}
@@ -388,7 +388,7 @@ func (l *Ledger) SplitBatch(ctx context.Context, batchID, attemptID int64, msg s
 }
 
 // SetBatchState moves a batch to state with a message.
-func (l *Ledger) SetBatchState(ctx context.Context, batchID int64, state, msg string) error {
+func (l *Ledger) SetBatchState(ctx context.Context, batchID int64, state paysync.BatchState, msg string) error {
 	return l.tx(ctx, "set batch state", func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE batches SET state = ?, last_error = ?, updated_at = ? WHERE id = ?`, state, msg, l.ts(), batchID)
 		return err
@@ -459,8 +459,8 @@ func (l *Ledger) MarkRemoved(ctx context.Context, batchID, attemptID int64, dele
 		now := l.ts()
 		for _, set := range []struct {
 			ids   []int64
-			state string
-		}{{deleted, PartDeleted}, {gone, PartGone}} {
+			state paysync.PartState
+		}{{deleted, paysync.PartDeleted}, {gone, paysync.PartGone}} {
 			for _, id := range set.ids {
 				if _, err := tx.ExecContext(ctx, `UPDATE pay_parts SET state = ?, updated_at = ? WHERE id = ? AND batch_id = ? AND state = 'created'`, set.state, now, id, batchID); err != nil {
 					return err
@@ -468,7 +468,7 @@ func (l *Ledger) MarkRemoved(ctx context.Context, batchID, attemptID int64, dele
 			}
 		}
 		if attemptID != 0 {
-			if err := endAttempt(ctx, tx, attemptID, "ok", 0, "", "", now); err != nil {
+			if err := endAttempt(ctx, tx, attemptID, paysync.AttemptOK, 0, "", "", now); err != nil {
 				return err
 			}
 		}
@@ -547,7 +547,7 @@ func (l *Ledger) MarkDeleting(ctx context.Context, attemptID int64, itemIDs []in
 // Call it only while holding the ledger's work lock.
 func (l *Ledger) InterruptAttempts(ctx context.Context) error {
 	return l.tx(ctx, "mark interrupted attempts", func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `UPDATE attempts SET outcome = 'interrupted', finished_at = ? WHERE outcome = 'in_flight'`, l.ts())
+		_, err := tx.ExecContext(ctx, `UPDATE attempts SET outcome = ?, finished_at = ? WHERE outcome = ?`, paysync.AttemptInterrupted, l.ts(), paysync.AttemptInFlight)
 		return err
 	})
 }

@@ -26,7 +26,7 @@ func setupBatch(t *testing.T, l *Ledger, company string, n int) fixture {
 	var pps []paysync.PlannedPayPart
 	for i := range n {
 		e := ent(name, i+1, fmt.Sprintf("%s-e%d", company, i), "1")
-		es = append(es, newEntry(t, e, EntryMapped))
+		es = append(es, newEntry(t, e, paysync.EntryMapped))
 		pps = append(pps, pp(company, fmt.Sprintf("emp%d", i), e.Ref()))
 	}
 	c := commit(t, l, ImportIntent{Source: src(name, name+fmt.Sprint(n)), Entries: es, PayParts: pps, BatchSize: n})
@@ -36,7 +36,7 @@ func setupBatch(t *testing.T, l *Ledger, company string, n int) fixture {
 	return fixture{source: c.SourceID, batch: c.BatchIDs[0], items: itemIDs(mustItems(t, l, c.BatchIDs[0]))}
 }
 
-func begin(t *testing.T, l *Ledger, batch int64, op string, items int) int64 {
+func begin(t *testing.T, l *Ledger, batch int64, op paysync.AttemptOp, items int) int64 {
 	t.Helper()
 	id, err := l.BeginAttempt(t.Context(), batch, op, items)
 	if err != nil {
@@ -57,17 +57,17 @@ func lastAttempt(t *testing.T, l *Ledger, batch int64) Attempt {
 func TestLedger_BeginAttempt(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		op           string
-		state        string
+		op           paysync.AttemptOp
+		state        paysync.BatchState
 		attempts     int
 		pendingAfter bool
 	}{
-		{"create", BatchSending, 1, true},
-		{"delete", BatchReverting, 0, true},
-		{"reconcile", BatchPending, 0, true},
+		{"create", paysync.BatchSending, 1, true},
+		{"delete", paysync.BatchReverting, 0, true},
+		{"reconcile", paysync.BatchPending, 0, true},
 	}
 	for _, tt := range tests {
-		t.Run(tt.op, func(t *testing.T) {
+		t.Run(string(tt.op), func(t *testing.T) {
 			l, clk := newLedger(t)
 			f := setupBatch(t, l, "A", 3)
 			clk.Advance(time.Minute)
@@ -97,11 +97,11 @@ func TestLedger_BeginAttempt(t *testing.T) {
 		l, _ := newLedger(t)
 		f := setupBatch(t, l, "A", 1)
 		a1 := begin(t, l, f.batch, "create", 1)
-		if err := l.EndAttempt(t.Context(), a1, "error", 503, "unavailable", BatchPending); err != nil {
+		if err := l.EndAttempt(t.Context(), a1, "error", 503, "unavailable", paysync.BatchPending); err != nil {
 			t.Fatal(err)
 		}
 		begin(t, l, f.batch, "create", 1)
-		if b := mustBatch(t, l, f.batch); b.Attempts != 2 || b.State != BatchSending {
+		if b := mustBatch(t, l, f.batch); b.Attempts != 2 || b.State != paysync.BatchSending {
 			t.Errorf("batch = %+v, want sending with 2 attempts", b)
 		}
 	})
@@ -113,14 +113,14 @@ func TestLedger_RecordCreated(t *testing.T) {
 		name       string
 		created    []int // indexes of items given payroll ids
 		noAttempt  bool
-		wantState  string
+		wantState  paysync.BatchState
 		wantCounts [2]int // pending, created
 	}{
-		{name: "all", created: []int{0, 1, 2}, wantState: BatchCreated, wantCounts: [2]int{0, 3}},
-		{name: "partial", created: []int{1}, wantState: BatchPending, wantCounts: [2]int{2, 1}},
-		{name: "all but one", created: []int{0, 2}, wantState: BatchPending, wantCounts: [2]int{1, 2}},
-		{name: "none", created: nil, wantState: BatchPending, wantCounts: [2]int{3, 0}},
-		{name: "all without attempt", created: []int{0, 1, 2}, noAttempt: true, wantState: BatchCreated, wantCounts: [2]int{0, 3}},
+		{name: "all", created: []int{0, 1, 2}, wantState: paysync.BatchCreated, wantCounts: [2]int{0, 3}},
+		{name: "partial", created: []int{1}, wantState: paysync.BatchPending, wantCounts: [2]int{2, 1}},
+		{name: "all but one", created: []int{0, 2}, wantState: paysync.BatchPending, wantCounts: [2]int{1, 2}},
+		{name: "none", created: nil, wantState: paysync.BatchPending, wantCounts: [2]int{3, 0}},
+		{name: "all without attempt", created: []int{0, 1, 2}, noAttempt: true, wantState: paysync.BatchCreated, wantCounts: [2]int{0, 3}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,7 +131,7 @@ func TestLedger_RecordCreated(t *testing.T) {
 			if err := l.EndAttempt(ctx, att, "error", 500, "boom", ""); err != nil { // leaves the state, sets no error
 				t.Fatal(err)
 			}
-			if err := l.SetBatchState(ctx, f.batch, BatchSending, "earlier error"); err != nil {
+			if err := l.SetBatchState(ctx, f.batch, paysync.BatchSending, "earlier error"); err != nil {
 				t.Fatal(err)
 			}
 			att = begin(t, l, f.batch, "create", 3)
@@ -153,10 +153,10 @@ func TestLedger_RecordCreated(t *testing.T) {
 			}
 			for i, it := range mustItems(t, l, f.batch) {
 				if pid, ok := ids[it.ID]; ok {
-					if it.State != PartCreated || it.PayrollID != pid {
+					if it.State != paysync.PartCreated || it.PayrollID != pid {
 						t.Errorf("item %d: %s %q, want created %q", i, it.State, it.PayrollID, pid)
 					}
-				} else if it.State != PartPending || it.PayrollID != "" {
+				} else if it.State != paysync.PartPending || it.PayrollID != "" {
 					t.Errorf("item %d: %s %q, want pending", i, it.State, it.PayrollID)
 				}
 			}
@@ -244,7 +244,7 @@ func TestLedger_RejectItems(t *testing.T) {
 	e := []paysync.Entry{ent("r.csv", 1, "r1", "1"), ent("r.csv", 2, "r2", "1"), ent("r.csv", 3, "r3", "1"), ent("r.csv", 4, "r4", "1")}
 	var es []NewEntry
 	for _, x := range e {
-		es = append(es, newEntry(t, x, EntryMapped))
+		es = append(es, newEntry(t, x, paysync.EntryMapped))
 	}
 	c := commit(t, l, ImportIntent{
 		Source:   src("r.csv", "r"),
@@ -262,11 +262,11 @@ func TestLedger_RejectItems(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := mustBatch(t, l, batch)
-	if b.State != BatchPending || b.Rejected != 1 || b.Pending != 2 {
+	if b.State != paysync.BatchPending || b.Rejected != 1 || b.Pending != 2 {
 		t.Errorf("after one reject: %+v, want pending with 1 rejected", b)
 	}
 	it := mustItems(t, l, batch)[2]
-	if it.State != PartRejected || it.Error != "code T1 is not allowed for c" || it.PayrollID != "" {
+	if it.State != paysync.PartRejected || it.Error != "code T1 is not allowed for c" || it.PayrollID != "" {
 		t.Errorf("rejected item = %+v", it)
 	}
 	if a := lastAttempt(t, l, batch); a.Outcome != "rejected" || a.FinishedAt.IsZero() {
@@ -295,7 +295,7 @@ func TestLedger_RejectItems(t *testing.T) {
 		t.Fatal(err)
 	}
 	b = mustBatch(t, l, batch)
-	if b.State != BatchCreated || b.Created != 1 || b.Rejected != 2 || b.Pending != 0 {
+	if b.State != paysync.BatchCreated || b.Created != 1 || b.Rejected != 2 || b.Pending != 0 {
 		t.Errorf("after all settled: %+v, want created", b)
 	}
 	if rj, _ := l.Rejects(ctx, c.SourceID); len(rj) != 4 || rj[3].EntryID != "r2" || rj[3].Message != "employee b left" {
@@ -337,7 +337,7 @@ func TestLedger_SplitBatch(t *testing.T) {
 		t.Fatalf("children = %v, want 2 (the empty group makes none)", children)
 	}
 	parent := mustBatch(t, l, f.batch)
-	if parent.State != BatchSplit || parent.LastError != "400: batch too large" || parent.Items != 0 {
+	if parent.State != paysync.BatchSplit || parent.LastError != "400: batch too large" || parent.Items != 0 {
 		t.Errorf("parent = %+v, want split with no items", parent)
 	}
 	if a := lastAttempt(t, l, f.batch); a.Outcome != "rejected" || a.Error != "400: batch too large" || a.FinishedAt.IsZero() {
@@ -346,7 +346,7 @@ func TestLedger_SplitBatch(t *testing.T) {
 	wantGroups := [][]int64{{f.items[3], f.items[0]}, {f.items[1], f.items[2], f.items[4]}}
 	for i, cid := range children {
 		c := mustBatch(t, l, cid)
-		if c.State != BatchPending || c.ParentID != f.batch || c.SourceID != f.source || c.CompanyID != "A" || c.Attempts != 0 ||
+		if c.State != paysync.BatchPending || c.ParentID != f.batch || c.SourceID != f.source || c.CompanyID != "A" || c.Attempts != 0 ||
 			c.Items != len(wantGroups[i]) || !c.CreatedAt.Equal(t0.Add(time.Minute)) {
 			t.Errorf("child %d = %+v", i, c)
 		}
@@ -355,7 +355,7 @@ func TestLedger_SplitBatch(t *testing.T) {
 			t.Errorf("child %d items %v, want %v (in group order)", i, got, wantGroups[i])
 		}
 		for j, it := range items {
-			if it.Seq != j || it.State != PartPending || it.BatchID != cid {
+			if it.Seq != j || it.State != paysync.PartPending || it.BatchID != cid {
 				t.Errorf("child %d item %d = %+v", i, j, it)
 			}
 		}
@@ -390,13 +390,15 @@ func TestLedger_SplitBatch(t *testing.T) {
 func TestLedger_EndAttempt(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name, outcome, msg, state string
-		status                    int
-		wantState                 string
+		name, msg string
+		outcome   paysync.AttemptOutcome
+		state     paysync.BatchState
+		status    int
+		wantState paysync.BatchState
 	}{
-		{"to failed", "error", "503 unavailable", BatchFailed, 503, BatchFailed},
-		{"to pending", "timeout", "deadline exceeded", BatchPending, 0, BatchPending},
-		{"state unchanged", "error", "boom", "", 500, BatchSending},
+		{"to failed", "503 unavailable", "error", paysync.BatchFailed, 503, paysync.BatchFailed},
+		{"to pending", "deadline exceeded", "timeout", paysync.BatchPending, 0, paysync.BatchPending},
+		{"state unchanged", "boom", "error", "", 500, paysync.BatchSending},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -426,7 +428,7 @@ func TestLedger_EndAttempt(t *testing.T) {
 		l, _ := newLedger(t)
 		f := setupBatch(t, l, "A", 1)
 		before := dump(t, l)
-		if err := l.EndAttempt(t.Context(), 4242, "ok", 0, "", BatchCreated); err == nil || !strings.Contains(err.Error(), "4242") {
+		if err := l.EndAttempt(t.Context(), 4242, "ok", 0, "", paysync.BatchCreated); err == nil || !strings.Contains(err.Error(), "4242") {
 			t.Errorf("EndAttempt(unknown) = %v, want an error naming it", err)
 		}
 		if after := dump(t, l); after != before {
@@ -452,7 +454,7 @@ func TestLedger_BatchQueries(t *testing.T) {
 	}
 	begin(t, l, b.batch, "create", 2)
 	cAtt := begin(t, l, c.batch, "create", 1)
-	if err := l.EndAttempt(ctx, cAtt, "error", 500, "gave up", BatchFailed); err != nil {
+	if err := l.EndAttempt(ctx, cAtt, "error", 500, "gave up", paysync.BatchFailed); err != nil {
 		t.Fatal(err)
 	}
 
@@ -467,8 +469,8 @@ func TestLedger_BatchQueries(t *testing.T) {
 	if open, err := l.OpenBatches(ctx, a.source); err != nil || len(open) != 0 {
 		t.Errorf("OpenBatches(source a) = %v, %v; want none", batchIDs(open), err)
 	}
-	for state, want := range map[string][]int64{
-		BatchCreated: {a.batch}, BatchSending: {b.batch}, BatchFailed: {c.batch}, BatchPending: {d.batch}, BatchSplit: {},
+	for state, want := range map[paysync.BatchState][]int64{
+		paysync.BatchCreated: {a.batch}, paysync.BatchSending: {b.batch}, paysync.BatchFailed: {c.batch}, paysync.BatchPending: {d.batch}, paysync.BatchSplit: {},
 	} {
 		got, err := l.BatchesInState(ctx, state)
 		if err != nil || !slices.Equal(batchIDs(got), want) {
@@ -485,13 +487,13 @@ func TestLedger_BatchQueries(t *testing.T) {
 		want []int64
 	}{
 		{"all, newest first", BatchFilter{}, []int64{d.batch, c.batch, b.batch, a.batch}},
-		{"state", BatchFilter{State: BatchCreated}, []int64{a.batch}},
+		{"state", BatchFilter{State: paysync.BatchCreated}, []int64{a.batch}},
 		{"since", BatchFilter{Since: t0.Add(time.Hour)}, []int64{d.batch, c.batch, b.batch}},
 		{"since, other zone", BatchFilter{Since: t0.Add(90 * time.Minute).In(time.FixedZone("x", 5*3600))}, []int64{d.batch, c.batch}},
 		{"since the future", BatchFilter{Since: t0.Add(3 * time.Hour)}, []int64{}},
 		{"source", BatchFilter{SourceID: b.source}, []int64{b.batch}},
-		{"state and since", BatchFilter{State: BatchPending, Since: t0.Add(time.Hour)}, []int64{d.batch}},
-		{"state and since, none", BatchFilter{State: BatchCreated, Since: t0.Add(time.Hour)}, []int64{}},
+		{"state and since", BatchFilter{State: paysync.BatchPending, Since: t0.Add(time.Hour)}, []int64{d.batch}},
+		{"state and since, none", BatchFilter{State: paysync.BatchCreated, Since: t0.Add(time.Hour)}, []int64{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -542,7 +544,7 @@ func TestLedger_Attempts(t *testing.T) {
 		id := begin(t, l, batch, "create", 1)
 		ids = append(ids, id)
 		if i < 3 {
-			if err := l.EndAttempt(ctx, id, "error", 502, "bad gateway", BatchPending); err != nil {
+			if err := l.EndAttempt(ctx, id, "error", 502, "bad gateway", paysync.BatchPending); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -577,7 +579,7 @@ func TestLedger_Attempts(t *testing.T) {
 		t.Errorf("attempts = %+v", all)
 	}
 	d, err := l.BatchDetail(ctx, a.batch)
-	if err != nil || !slices.Equal(attIDs(d.Log), []int64{ids[0], ids[2], ids[3]}) || d.Attempts != 3 || d.State != BatchSending {
+	if err != nil || !slices.Equal(attIDs(d.Log), []int64{ids[0], ids[2], ids[3]}) || d.Attempts != 3 || d.State != paysync.BatchSending {
 		t.Errorf("BatchDetail = %+v, %v", d, err)
 	}
 }
@@ -594,11 +596,11 @@ func TestLedger_MarkRemoved(t *testing.T) {
 	if err := l.RejectItems(ctx, f.batch, 0, map[int64]string{f.items[3]: "no"}); err != nil {
 		t.Fatal(err)
 	}
-	if b := mustBatch(t, l, f.batch); b.State != BatchCreated {
+	if b := mustBatch(t, l, f.batch); b.State != paysync.BatchCreated {
 		t.Fatalf("batch = %+v, want created", b)
 	}
 	att := begin(t, l, f.batch, "delete", 3)
-	if b := mustBatch(t, l, f.batch); b.State != BatchReverting || b.Attempts != 0 {
+	if b := mustBatch(t, l, f.batch); b.State != paysync.BatchReverting || b.Attempts != 0 {
 		t.Errorf("after BeginAttempt(delete): %+v, want reverting", b)
 	}
 	clk.Advance(time.Minute)
@@ -608,7 +610,7 @@ func TestLedger_MarkRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := mustBatch(t, l, f.batch)
-	if b.State != BatchReverting || b.Deleted != 1 || b.Gone != 1 || b.Created != 1 || b.Rejected != 1 {
+	if b.State != paysync.BatchReverting || b.Deleted != 1 || b.Gone != 1 || b.Created != 1 || b.Rejected != 1 {
 		t.Errorf("after a partial revert: %+v, want reverting with 1 deleted, 1 gone, 1 created", b)
 	}
 	if a := lastAttempt(t, l, f.batch); a.Op != "delete" || a.Outcome != "ok" || a.FinishedAt.IsZero() {
@@ -621,21 +623,21 @@ func TestLedger_MarkRemoved(t *testing.T) {
 		t.Fatal(err)
 	}
 	b = mustBatch(t, l, f.batch)
-	if b.State != BatchReverted || b.Deleted != 2 || b.Gone != 1 || b.Created != 0 || b.LastError != "" {
+	if b.State != paysync.BatchReverted || b.Deleted != 2 || b.Gone != 1 || b.Created != 0 || b.LastError != "" {
 		t.Errorf("after the revert: %+v, want reverted", b)
 	}
-	states := map[string]string{}
+	states := map[string]paysync.PartState{}
 	for _, it := range mustItems(t, l, f.batch) {
 		states[it.PayrollID] = it.State
 	}
-	if want := map[string]string{"p0": PartDeleted, "p1": PartGone, "p2": PartDeleted, "": PartRejected}; !reflect.DeepEqual(states, want) {
+	if want := map[string]paysync.PartState{"p0": paysync.PartDeleted, "p1": paysync.PartGone, "p2": paysync.PartDeleted, "": paysync.PartRejected}; !reflect.DeepEqual(states, want) {
 		t.Errorf("item states %v, want %v", states, want)
 	}
 	// Payroll ids stay known: reconciliation never claims them again.
 	if known, _ := l.Known(ctx, "A"); !known["p0"] || !known["p2"] {
 		t.Errorf("Known after revert = %v", known)
 	}
-	if rev, _ := l.BatchesInState(ctx, BatchReverted); !slices.Equal(batchIDs(rev), []int64{f.batch}) {
+	if rev, _ := l.BatchesInState(ctx, paysync.BatchReverted); !slices.Equal(batchIDs(rev), []int64{f.batch}) {
 		t.Errorf("BatchesInState(reverted) = %v", batchIDs(rev))
 	}
 }
@@ -645,12 +647,12 @@ func TestLedger_EntriesOfBatch(t *testing.T) {
 	l, _ := newLedger(t)
 	ctx := t.Context()
 	old := ent("old.csv", 5, "old", "2:00")
-	commit(t, l, ImportIntent{Source: src("old.csv", "old"), Entries: []NewEntry{newEntry(t, old, EntryMapped)}})
+	commit(t, l, ImportIntent{Source: src("old.csv", "old"), Entries: []NewEntry{newEntry(t, old, paysync.EntryMapped)}})
 
 	e1, e2, e3 := ent("new.csv", 1, "n1", "0:20:00"), ent("new.csv", 2, "n2", "1.25"), ent("new.csv", 3, "n3", "1")
 	c := commit(t, l, ImportIntent{
 		Source:  src("new.csv", "new"),
-		Entries: []NewEntry{newEntry(t, e1, EntryMapped), newEntry(t, e2, EntryMapped), newEntry(t, e3, EntryMapped)},
+		Entries: []NewEntry{newEntry(t, e1, paysync.EntryMapped), newEntry(t, e2, paysync.EntryMapped), newEntry(t, e3, paysync.EntryMapped)},
 		PayParts: []paysync.PlannedPayPart{
 			pp("A", "x", e2.Ref(), e1.Ref()),
 			pp("A", "y", e1.Ref(), old.Ref()), // e1 again, and an entry of an earlier import
@@ -682,8 +684,8 @@ func TestLedger_EntriesOfBatch(t *testing.T) {
 // created (pending or failed) becomes reverted at once and is no longer open.
 func TestLedger_MarkRemovedNothingCreated(t *testing.T) {
 	t.Parallel()
-	for _, state := range []string{BatchPending, BatchFailed} {
-		t.Run(state, func(t *testing.T) {
+	for _, state := range []paysync.BatchState{paysync.BatchPending, paysync.BatchFailed} {
+		t.Run(string(state), func(t *testing.T) {
 			l, _ := newLedger(t)
 			ctx := t.Context()
 			f := setupBatch(t, l, "A", 2)
@@ -693,7 +695,7 @@ func TestLedger_MarkRemovedNothingCreated(t *testing.T) {
 			if err := l.MarkRemoved(ctx, f.batch, 0, nil, nil); err != nil {
 				t.Fatal(err)
 			}
-			if b := mustBatch(t, l, f.batch); b.State != BatchReverted || b.LastError != "" || b.Pending != 2 {
+			if b := mustBatch(t, l, f.batch); b.State != paysync.BatchReverted || b.LastError != "" || b.Pending != 2 {
 				t.Errorf("batch = %+v, want reverted", b)
 			}
 			if open, err := l.OpenBatches(ctx, 0); err != nil || len(open) != 0 {
@@ -726,10 +728,10 @@ func TestLedger_RecordCreatedThenBegin(t *testing.T) {
 	if err != nil || next == 0 {
 		t.Fatalf("RecordCreatedThenBegin = %d, %v", next, err)
 	}
-	if got := mustBatch(t, l, a.batch); got.State != BatchCreated || got.Created != 2 {
+	if got := mustBatch(t, l, a.batch); got.State != paysync.BatchCreated || got.Created != 2 {
 		t.Errorf("batch A = %+v, want created with 2", got)
 	}
-	if got := mustBatch(t, l, b.batch); got.State != BatchSending || got.Attempts != 1 {
+	if got := mustBatch(t, l, b.batch); got.State != paysync.BatchSending || got.Attempts != 1 {
 		t.Errorf("batch B = %+v, want sending after its first attempt", got)
 	}
 	if la := lastAttempt(t, l, b.batch); la.ID != next || la.Items != 3 || la.Outcome != "in_flight" {
@@ -744,10 +746,10 @@ func TestLedger_RecordCreatedThenBegin(t *testing.T) {
 	if next2, err := l.RecordCreatedThenBegin(ctx, b.batch, next, map[int64]string{b.items[0]: "q0", b.items[1]: "q1", b.items[2]: "q2"}, "ok", a.batch, 2); err != nil || next2 != 0 {
 		t.Errorf("next batch not pending: %d, %v; want 0 and the result recorded", next2, err)
 	}
-	if got := mustBatch(t, l, b.batch); got.State != BatchCreated || got.Created != 3 {
+	if got := mustBatch(t, l, b.batch); got.State != paysync.BatchCreated || got.Created != 3 {
 		t.Errorf("batch B = %+v, want created with 3", got)
 	}
-	if got := mustBatch(t, l, a.batch); got.State != BatchCreated || got.Attempts != 1 {
+	if got := mustBatch(t, l, a.batch); got.State != paysync.BatchCreated || got.Attempts != 1 {
 		t.Errorf("batch A = %+v, want created after its one attempt, not begun again", got)
 	}
 }

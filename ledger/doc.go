@@ -17,6 +17,10 @@
 //
 // # States
 //
+// The states are the typed strings of the root package (paysync.BatchState,
+// PartState, EntryStatus, SourceStatus, SourceKind, AttemptOp,
+// AttemptOutcome), stored as the TEXT the schema's CHECK constraints name.
+//
 //	source:   received ──► committed            (a rejected source keeps only its rejects)
 //	          kind replay: a replay of stored entries (replay_of its import),
 //	          or the re-drive of a rejected source's stored input

@@ -182,7 +182,7 @@ func ent(source string, line int, id, hours string) paysync.Entry {
 }
 
 // newEntry wraps an entry with its hash and status.
-func newEntry(t *testing.T, e paysync.Entry, status string) NewEntry {
+func newEntry(t *testing.T, e paysync.Entry, status paysync.EntryStatus) NewEntry {
 	t.Helper()
 	h, _, err := EntryHash(e)
 	if err != nil {

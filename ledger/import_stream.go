@@ -21,8 +21,9 @@ import (
 
 // StreamImport describes an import staged as it is read (BeginImport).
 type StreamImport struct {
-	Kind, Name string // file, stdin, nats; the source's name
-	BatchSize  int    // pay parts per batch (default 100)
+	Kind      paysync.SourceKind // file, stdin, nats
+	Name      string             // the source's name
+	BatchSize int                // pay parts per batch (default 100)
 	// Accumulate adds the pay parts to each company's open batch (created
 	// unsealed when there is none with room) instead of new sealed
 	// batches: streaming sources.
@@ -431,9 +432,9 @@ func (c *importCommit) run(format, hash string, size int64, first []byte, duplic
 	case !errors.Is(err, sql.ErrNoRows):
 		return err
 	}
-	status, entries := "committed", s.nEntries
+	status, entries := paysync.SourceCommitted, s.nEntries
 	if c.rejected {
-		status, entries, duplicates = "rejected", 0, 0
+		status, entries, duplicates = paysync.SourceRejected, 0, 0
 	}
 	res, err := c.tx.ExecContext(ctx, `INSERT INTO sources (kind, name, content_hash, format, size, payload, status, entries, duplicates, rejects, received_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, s.in.Kind, s.in.Name, hash, format, size, first, status, entries, duplicates, s.nRejects, c.now)

@@ -95,9 +95,9 @@ func TestStagedImport_Commit(t *testing.T) {
 	// Entries: e1..e6 mapped, e7 skipped, in two flushes.
 	var seqs []int64
 	for i := 1; i <= 7; i++ {
-		status := EntryMapped
+		status := paysync.EntryMapped
 		if i == 7 {
-			status = EntrySkipped
+			status = paysync.EntrySkipped
 		}
 		s.See(fmt.Sprintf("e%d", i))
 		seqs = append(seqs, mustAddEntry(t, s, newEntry(t, ent("hours.csv", i+1, fmt.Sprintf("e%d", i), "7.5"), status)))
@@ -242,7 +242,7 @@ func TestStagedImport_NothingUntilCommit(t *testing.T) {
 			l, _ := newLedger(t)
 			// Something there before: an earlier import with a rejected entry
 			// that the abandoned import takes again.
-			commit(t, l, ImportIntent{Source: src("old.csv", "old"), Entries: []NewEntry{newEntry(t, ent("old.csv", 1, "r1", "1"), EntryRejected)}})
+			commit(t, l, ImportIntent{Source: src("old.csv", "old"), Entries: []NewEntry{newEntry(t, ent("old.csv", 1, "r1", "1"), paysync.EntryRejected)}})
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			s, err := l.BeginImport(ctx, StreamImport{Kind: "file", Name: "new.csv", BatchSize: 1})
@@ -250,8 +250,8 @@ func TestStagedImport_NothingUntilCommit(t *testing.T) {
 				t.Fatal(err)
 			}
 			mustWrite(t, s, strings.Repeat("x", 3*chunkSize+5))
-			r1 := mustAddEntry(t, s, newEntry(t, ent("new.csv", 1, "r1", "2"), EntryMapped))
-			r2 := mustAddEntry(t, s, newEntry(t, ent("new.csv", 2, "r2", "2"), EntryMapped))
+			r1 := mustAddEntry(t, s, newEntry(t, ent("new.csv", 1, "r1", "2"), paysync.EntryMapped))
+			r2 := mustAddEntry(t, s, newEntry(t, ent("new.csv", 2, "r2", "2"), paysync.EntryMapped))
 			s.Link(r1, 0)
 			s.Link(r2, 1)
 			s.AddPayPart(0, pp("A", "a"))
@@ -277,7 +277,7 @@ func TestStagedImport_NothingUntilCommit(t *testing.T) {
 				}
 			case "paid meanwhile":
 				// Another import pays r2 before this one commits.
-				commit(t, l, ImportIntent{Source: src("other.csv", "other"), Entries: []NewEntry{newEntry(t, ent("other.csv", 1, "r2", "5"), EntryMapped)}})
+				commit(t, l, ImportIntent{Source: src("other.csv", "other"), Entries: []NewEntry{newEntry(t, ent("other.csv", 1, "r2", "5"), paysync.EntryMapped)}})
 				before, counts = dump(t, l), tableCounts(t, l)
 				if _, err := s.Commit("csv", 0, false); err == nil || !strings.Contains(err.Error(), "entry r2 was already paid") {
 					t.Fatalf("Commit = %v, want entry r2 already paid", err)
@@ -303,7 +303,7 @@ func TestStagedImport_DuplicateSource(t *testing.T) {
 	before := dump(t, l)
 	s := beginImport(t, l, StreamImport{Kind: "stdin", Name: "stdin"})
 	mustWrite(t, s, "same content")
-	mustAddEntry(t, s, newEntry(t, ent("stdin", 1, "d1", "1"), EntryMapped))
+	mustAddEntry(t, s, newEntry(t, ent("stdin", 1, "d1", "1"), paysync.EntryMapped))
 	if _, err := s.Commit("csv", 0, false); !errors.Is(err, ErrDuplicateSource) {
 		t.Fatalf("Commit of the same content = %v, want ErrDuplicateSource", err)
 	}
@@ -320,7 +320,7 @@ func TestStagedImport_Rejected(t *testing.T) {
 	l, _ := newLedger(t)
 	s := beginImport(t, l, StreamImport{Kind: "file", Name: "bad.csv"})
 	mustWrite(t, s, "bad content")
-	seq := mustAddEntry(t, s, newEntry(t, ent("bad.csv", 1, "b1", "1"), EntryMapped))
+	seq := mustAddEntry(t, s, newEntry(t, ent("bad.csv", 1, "b1", "1"), paysync.EntryMapped))
 	s.Link(seq, 0)
 	s.AddPayPart(0, pp("A", "a"))
 	s.AddReject(PhaseEntry, NewReject{EntryID: "b2", Line: 2, Message: "bad"})
@@ -353,9 +353,9 @@ func TestStagedImport_EntriesSeenBefore(t *testing.T) {
 	t.Parallel()
 	l, _ := newLedger(t)
 	commit(t, l, ImportIntent{Source: src("old.csv", "old"), Entries: []NewEntry{
-		newEntry(t, ent("old.csv", 1, "paid", "1"), EntryMapped),
-		newEntry(t, ent("old.csv", 2, "skip", "0"), EntrySkipped),
-		newEntry(t, ent("old.csv", 3, "rej", "1"), EntryRejected),
+		newEntry(t, ent("old.csv", 1, "paid", "1"), paysync.EntryMapped),
+		newEntry(t, ent("old.csv", 2, "skip", "0"), paysync.EntrySkipped),
+		newEntry(t, ent("old.csv", 3, "rej", "1"), paysync.EntryRejected),
 	}})
 	s := beginImport(t, l, StreamImport{Kind: "file", Name: "new.csv"})
 	ids := []string{"paid", "skip", "rej", "new"}
@@ -367,7 +367,7 @@ func TestStagedImport_EntriesSeenBefore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(known) != 3 || known["paid"].Status != EntryMapped || known["skip"].Status != EntrySkipped || known["rej"].SourceName != "old.csv" {
+	if len(known) != 3 || known["paid"].Status != paysync.EntryMapped || known["skip"].Status != paysync.EntrySkipped || known["rej"].SourceName != "old.csv" {
 		t.Fatalf("Lookup: known %+v", known)
 	}
 	if len(seen) != 600 || !seen["none-599"] || seen["new"] {
@@ -375,7 +375,7 @@ func TestStagedImport_EntriesSeenBefore(t *testing.T) {
 	}
 	// A rejected or skipped entry is taken again with its new content.
 	for _, id := range []string{"skip", "rej", "new"} {
-		mustAddEntry(t, s, newEntry(t, ent("new.csv", 1, id, "3"), EntryMapped))
+		mustAddEntry(t, s, newEntry(t, ent("new.csv", 1, id, "3"), paysync.EntryMapped))
 	}
 	c, err := s.Commit("csv", 0, false)
 	if err != nil {
@@ -392,12 +392,12 @@ func TestStagedImport_Accumulate(t *testing.T) {
 	l, _ := newLedger(t)
 	// An open batch of company A with one pay part, from an earlier source.
 	e0 := ent("m0", 1, "m0", "1")
-	first := commit(t, l, ImportIntent{Source: src("m0", "m0"), Entries: []NewEntry{newEntry(t, e0, EntryMapped)},
+	first := commit(t, l, ImportIntent{Source: src("m0", "m0"), Entries: []NewEntry{newEntry(t, e0, paysync.EntryMapped)},
 		PayParts: []paysync.PlannedPayPart{pp("A", "a0", e0.Ref())}, BatchSize: 3, Accumulate: true})
 	s := beginImport(t, l, StreamImport{Kind: "nats", Name: "m1", BatchSize: 3, Accumulate: true})
 	mustWrite(t, s, "m1")
 	for i := 1; i <= 4; i++ {
-		seq := mustAddEntry(t, s, newEntry(t, ent("m1", i, fmt.Sprintf("m1-%d", i), "1"), EntryMapped))
+		seq := mustAddEntry(t, s, newEntry(t, ent("m1", i, fmt.Sprintf("m1-%d", i), "1"), paysync.EntryMapped))
 		s.Link(seq, i)
 		s.AddPayPart(i, pp("A", fmt.Sprintf("a%d", i)))
 	}
@@ -425,8 +425,8 @@ func TestStagedImport_TwoAtOnce(t *testing.T) {
 	mustWrite(t, a, "a")
 	mustWrite(t, b, "b")
 	a.See("x")
-	mustAddEntry(t, a, newEntry(t, ent("a.csv", 1, "x", "1"), EntryMapped))
-	mustAddEntry(t, b, newEntry(t, ent("b.csv", 1, "y", "1"), EntryMapped))
+	mustAddEntry(t, a, newEntry(t, ent("a.csv", 1, "x", "1"), paysync.EntryMapped))
+	mustAddEntry(t, b, newEntry(t, ent("b.csv", 1, "y", "1"), paysync.EntryMapped))
 	if _, seen, err := b.Lookup([]string{"x"}); err != nil || seen["x"] {
 		t.Fatalf("b sees a's entry: %v %v", seen, err)
 	}

@@ -19,40 +19,13 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// Batch states.
-const (
-	BatchPending   = "pending"   // committed, not yet sent
-	BatchSending   = "sending"   // an attempt is (or was, at a crash) in flight
-	BatchCreated   = "created"   // every item created or rejected
-	BatchFailed    = "failed"    // retries exhausted; items stay pending
-	BatchSplit     = "split"     // the API rejected it; its items moved to child batches
-	BatchReverting = "reverting" // a revert is (or was) in progress
-	BatchReverted  = "reverted"  // every created item deleted or gone
-)
-
-// Pay part states.
-const (
-	PartPending  = "pending"
-	PartCreated  = "created"
-	PartRejected = "rejected"
-	PartDeleted  = "deleted" // deleted by paysync
-	PartGone     = "gone"    // deleted in payroll by someone else
-)
-
-// Entry states.
-const (
-	EntryMapped   = "mapped"
-	EntrySkipped  = "skipped"
-	EntryRejected = "rejected"
-)
-
 // ErrDuplicateSource is returned when a source with the same content was
 // already committed.
 var ErrDuplicateSource = errors.New("source already imported")
 
 // NewSource is an input about to be committed.
 type NewSource struct {
-	Kind    string // file, stdin, nats
+	Kind    paysync.SourceKind // file, stdin, nats
 	Name    string
 	Format  string
 	Hash    string // sha256 hex of Payload
@@ -63,7 +36,7 @@ type NewSource struct {
 type NewEntry struct {
 	Entry  paysync.Entry
 	Hash   string // content hash (see EntryHash)
-	Status string // EntryMapped, EntrySkipped, EntryRejected
+	Status paysync.EntryStatus
 	Note   string // skip reason
 	Data   []byte // the entry's JSON from EntryHash (nil: marshalled here)
 }
@@ -138,9 +111,9 @@ func commitIntent(st *stmts, in ImportIntent, now string, acc *accumulator) (Com
 	}
 	var out Committed
 	if in.Source != nil {
-		status := "committed"
+		status := paysync.SourceCommitted
 		if in.Rejected {
-			status = "rejected"
+			status = paysync.SourceRejected
 			in.Entries, in.PayParts = nil, nil
 		}
 		payload, err := packPayload(in.Source.Payload)
@@ -330,17 +303,17 @@ func isGzip(b []byte) bool { return len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b 
 
 // Source is a committed input.
 type Source struct {
-	ID         int64     `json:"id"`
-	Kind       string    `json:"kind"`
-	Name       string    `json:"name"`
-	Hash       string    `json:"content_hash"`
-	Format     string    `json:"format"`
-	Size       int64     `json:"size"`
-	Status     string    `json:"status"`
-	Entries    int       `json:"entries"`
-	Duplicates int       `json:"duplicates"`
-	Rejects    int       `json:"rejects"`
-	ReceivedAt time.Time `json:"received_at"`
+	ID         int64                `json:"id"`
+	Kind       paysync.SourceKind   `json:"kind"`
+	Name       string               `json:"name"`
+	Hash       string               `json:"content_hash"`
+	Format     string               `json:"format"`
+	Size       int64                `json:"size"`
+	Status     paysync.SourceStatus `json:"status"`
+	Entries    int                  `json:"entries"`
+	Duplicates int                  `json:"duplicates"`
+	Rejects    int                  `json:"rejects"`
+	ReceivedAt time.Time            `json:"received_at"`
 }
 
 const sourceCols = `id, kind, name, content_hash, format, size, status, entries, duplicates, rejects, received_at`
@@ -386,7 +359,7 @@ func (l *Ledger) SourcePayload(ctx context.Context, id int64) ([]byte, error) {
 
 // KnownEntry is an entry id already in the ledger.
 type KnownEntry struct {
-	Status     string // EntryMapped, EntrySkipped, EntryRejected
+	Status     paysync.EntryStatus
 	Hash       string
 	SourceID   int64
 	SourceName string

@@ -63,10 +63,10 @@ func TestLedger_CommitImport(t *testing.T) {
 	in := ImportIntent{
 		Source: src("hours.csv", payload),
 		Entries: []NewEntry{
-			newEntry(t, e1, EntryMapped),
-			newEntry(t, e2, EntryMapped),
-			newEntry(t, e3, EntryRejected),
-			{Entry: e4, Hash: "h4", Status: EntrySkipped, Note: "no hours"},
+			newEntry(t, e1, paysync.EntryMapped),
+			newEntry(t, e2, paysync.EntryMapped),
+			newEntry(t, e3, paysync.EntryRejected),
+			{Entry: e4, Hash: "h4", Status: paysync.EntrySkipped, Note: "no hours"},
 		},
 		Duplicates: 3,
 		Rejects: []NewReject{
@@ -169,7 +169,7 @@ func TestLedger_CommitImport(t *testing.T) {
 	}
 	for i, wb := range wantBatches {
 		b := mustBatch(t, l, c.BatchIDs[i])
-		if b.CompanyID != wb.company || b.State != BatchPending || b.SourceID != c.SourceID || b.ParentID != 0 || b.ReplayOf != 0 ||
+		if b.CompanyID != wb.company || b.State != paysync.BatchPending || b.SourceID != c.SourceID || b.ParentID != 0 || b.ReplayOf != 0 ||
 			b.Attempts != 0 || b.Items != len(wb.employees) || b.Pending != len(wb.employees) || !b.CreatedAt.Equal(t0) {
 			t.Errorf("batch %d = %+v, want company %s pending with %d items", i, b, wb.company, len(wb.employees))
 		}
@@ -189,7 +189,7 @@ func TestLedger_CommitImport(t *testing.T) {
 			p := pps[k]
 			if it.Seq != j || it.BatchID != b.ID || it.EmployeeID != p.EmployeeID || it.CompanyID != wb.company || it.Code != "T1" ||
 				!it.Numbers.Equal(p.Numbers) || it.EmployeeName != p.EmployeeName || it.Description != "Normal hours" || it.Rule != "rule-1" ||
-				it.State != PartPending || it.PayrollID != "" || it.Error != "" {
+				it.State != paysync.PartPending || it.PayrollID != "" || it.Error != "" {
 				t.Errorf("batch %d item %d = %+v, want pay part %+v", i, j, it.Item, p)
 			}
 			if it.Rate.Decimal.String() != fmt.Sprintf("%d.1", k) || it.Units.Decimal.String() != "7.5" || it.Amount.Valid {
@@ -217,7 +217,7 @@ func TestLedger_CommitImport(t *testing.T) {
 	before := dump(t, l)
 	dup := in
 	dup.Source = src("hours-copy.csv", payload)
-	dup.Entries = []NewEntry{newEntry(t, ent("hours-copy.csv", 1, "new1", "1"), EntryMapped)}
+	dup.Entries = []NewEntry{newEntry(t, ent("hours-copy.csv", 1, "new1", "1"), paysync.EntryMapped)}
 	dup.PayParts = []paysync.PlannedPayPart{pp("C", "x", paysync.EntryRef{ID: "new1"})}
 	if _, err := l.CommitImport(ctx, dup); !errors.Is(err, ErrDuplicateSource) {
 		t.Errorf("CommitImport of the same content = %v, want ErrDuplicateSource", err)
@@ -252,7 +252,7 @@ func TestLedger_CommitImportBatchSizes(t *testing.T) {
 			}
 			c := commit(t, l, ImportIntent{
 				Source:    src("f.csv", tt.name),
-				Entries:   []NewEntry{newEntry(t, e, EntryMapped)},
+				Entries:   []NewEntry{newEntry(t, e, paysync.EntryMapped)},
 				PayParts:  pps,
 				BatchSize: tt.size,
 			})
@@ -287,7 +287,7 @@ func TestLedger_LookupEntries(t *testing.T) {
 	var ids []string
 	for i := range n {
 		e := ent("big.ndjson", i+1, fmt.Sprintf("id-%04d", i), "1")
-		ne := newEntry(t, e, []string{EntryMapped, EntrySkipped, EntryRejected}[i%3])
+		ne := newEntry(t, e, []paysync.EntryStatus{paysync.EntryMapped, paysync.EntrySkipped, paysync.EntryRejected}[i%3])
 		es = append(es, ne)
 		ids = append(ids, e.ID)
 	}
@@ -324,9 +324,9 @@ func TestLedger_CommitImportEntryAgain(t *testing.T) {
 	first := commit(t, l, ImportIntent{
 		Source: src("one.csv", "one"),
 		Entries: []NewEntry{
-			newEntry(t, ent("one.csv", 1, "rej", "1"), EntryRejected),
-			newEntry(t, ent("one.csv", 2, "skip", "1"), EntrySkipped),
-			newEntry(t, ent("one.csv", 3, "paid", "1"), EntryMapped),
+			newEntry(t, ent("one.csv", 1, "rej", "1"), paysync.EntryRejected),
+			newEntry(t, ent("one.csv", 2, "skip", "1"), paysync.EntrySkipped),
+			newEntry(t, ent("one.csv", 3, "paid", "1"), paysync.EntryMapped),
 		},
 		PayParts: []paysync.PlannedPayPart{pp("A", "x", paysync.EntryRef{ID: "paid"})},
 	})
@@ -338,7 +338,7 @@ func TestLedger_CommitImportEntryAgain(t *testing.T) {
 	skip2 := ent("two.csv", 8, "skip", "3")
 	second := commit(t, l, ImportIntent{
 		Source:   src("two.csv", "two"),
-		Entries:  []NewEntry{newEntry(t, rej2, EntryMapped), newEntry(t, skip2, EntryMapped)},
+		Entries:  []NewEntry{newEntry(t, rej2, paysync.EntryMapped), newEntry(t, skip2, paysync.EntryMapped)},
 		PayParts: []paysync.PlannedPayPart{pp("A", "y", rej2.Ref(), skip2.Ref(), paysync.EntryRef{ID: "paid"})},
 	})
 	known, err := l.LookupEntries(ctx, []string{"rej", "skip", "paid"})
@@ -346,10 +346,10 @@ func TestLedger_CommitImportEntryAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	h2, _, _ := EntryHash(rej2)
-	if k := known["rej"]; k.Status != EntryMapped || k.Hash != h2 || k.SourceID != second.SourceID || k.SourceName != "two.csv" {
+	if k := known["rej"]; k.Status != paysync.EntryMapped || k.Hash != h2 || k.SourceID != second.SourceID || k.SourceName != "two.csv" {
 		t.Errorf("rej after the second import: %+v", k)
 	}
-	if k := known["paid"]; k.Status != EntryMapped || k.SourceID != first.SourceID {
+	if k := known["paid"]; k.Status != paysync.EntryMapped || k.SourceID != first.SourceID {
 		t.Errorf("paid after the second import: %+v", k)
 	}
 	es, err := l.EntriesOfSource(ctx, second.SourceID)
@@ -373,7 +373,7 @@ func TestLedger_CommitImportEntryAgain(t *testing.T) {
 	paid2 := ent("three.csv", 1, "paid", "9")
 	_, err = l.CommitImport(ctx, ImportIntent{
 		Source:   src("three.csv", "three"),
-		Entries:  []NewEntry{newEntry(t, ent("three.csv", 2, "fresh", "1"), EntryMapped), newEntry(t, paid2, EntryMapped)},
+		Entries:  []NewEntry{newEntry(t, ent("three.csv", 2, "fresh", "1"), paysync.EntryMapped), newEntry(t, paid2, paysync.EntryMapped)},
 		PayParts: []paysync.PlannedPayPart{pp("A", "z", paid2.Ref())},
 	})
 	if err == nil || !strings.Contains(err.Error(), "paid") || !strings.Contains(err.Error(), "already") {
@@ -416,7 +416,7 @@ func TestLedger_CommitImportErrors(t *testing.T) {
 			name: "pay part of an unknown entry",
 			in: ImportIntent{
 				Source:   src("x.csv", "x"),
-				Entries:  []NewEntry{newEntry(t, ent("x.csv", 1, "e1", "1"), EntryMapped)},
+				Entries:  []NewEntry{newEntry(t, ent("x.csv", 1, "e1", "1"), paysync.EntryMapped)},
 				PayParts: []paysync.PlannedPayPart{pp("A", "a", paysync.EntryRef{ID: "e1"}), pp("A", "b", paysync.EntryRef{ID: "ghost"})},
 			},
 			msg: "ghost",
@@ -426,8 +426,8 @@ func TestLedger_CommitImportErrors(t *testing.T) {
 			in: ImportIntent{
 				Source: src("y.csv", "y"),
 				Entries: []NewEntry{
-					newEntry(t, ent("y.csv", 1, "twice", "1"), EntryMapped),
-					newEntry(t, ent("y.csv", 2, "twice", "2"), EntryMapped),
+					newEntry(t, ent("y.csv", 1, "twice", "1"), paysync.EntryMapped),
+					newEntry(t, ent("y.csv", 2, "twice", "2"), paysync.EntryMapped),
 				},
 			},
 			msg: "twice",
@@ -444,7 +444,7 @@ func TestLedger_CommitImportErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l, _ := newLedger(t)
-			commit(t, l, ImportIntent{Source: src("base.csv", "base"), Entries: []NewEntry{newEntry(t, ent("base.csv", 1, "base", "1"), EntryMapped)}})
+			commit(t, l, ImportIntent{Source: src("base.csv", "base"), Entries: []NewEntry{newEntry(t, ent("base.csv", 1, "base", "1"), paysync.EntryMapped)}})
 			before := dump(t, l)
 			_, err := l.CommitImport(t.Context(), tt.in)
 			if err == nil || !strings.Contains(err.Error(), tt.msg) {
@@ -484,7 +484,7 @@ func TestLedger_CommitImportReplay(t *testing.T) {
 	e := ent("f.csv", 1, "e1", "1")
 	first := commit(t, l, ImportIntent{
 		Source:   src("f.csv", "f"),
-		Entries:  []NewEntry{newEntry(t, e, EntryMapped)},
+		Entries:  []NewEntry{newEntry(t, e, paysync.EntryMapped)},
 		PayParts: []paysync.PlannedPayPart{pp("A", "a", e.Ref())},
 	})
 	clk.Advance(60e9)
@@ -497,7 +497,7 @@ func TestLedger_CommitImportReplay(t *testing.T) {
 		t.Fatalf("replay committed %+v", replay)
 	}
 	b := mustBatch(t, l, replay.BatchIDs[0])
-	if b.SourceID != first.SourceID || b.ReplayOf != first.BatchIDs[0] || b.State != BatchPending || b.Items != 1 {
+	if b.SourceID != first.SourceID || b.ReplayOf != first.BatchIDs[0] || b.State != paysync.BatchPending || b.Items != 1 {
 		t.Errorf("replay batch = %+v", b)
 	}
 	es, err := l.EntriesOfBatch(ctx, b.ID)

@@ -9,10 +9,6 @@ import (
 	"github.com/paysync/paysync"
 )
 
-// KindReplay is the kind of the source a replay is recorded as: its
-// batches hang off it, and its replay_of names the import replayed.
-const KindReplay = "replay"
-
 // LivePart is a pay part behind an entry that is in payroll, or on its
 // way there: created (as far as the ledger knows), or pending in a batch
 // that is still to be sent (pending, sending or failed). A pending pay
@@ -22,8 +18,8 @@ type LivePart struct {
 	PayPartID int64
 	BatchID   int64
 	CompanyID string
-	State     string // PartCreated or PartPending
-	PayrollID string // when created
+	State     paysync.PartState // created or pending
+	PayrollID string            // when created
 	// Replay is set when the batch was made by a replay (its source is of
 	// kind replay, or, as replays recorded it before, it names the batch it
 	// replayed).

@@ -39,7 +39,7 @@ func TestLedger_LiveParts(t *testing.T) {
 	e1, e2, e3 := ent("f.csv", 1, "e1", "1"), ent("f.csv", 2, "e2", "2"), ent("f.csv", 3, "e3", "3")
 	first := commit(t, l, ImportIntent{
 		Source:    src("f.csv", "f"),
-		Entries:   []NewEntry{newEntry(t, e1, EntryMapped), newEntry(t, e2, EntryMapped), newEntry(t, e3, EntryRejected)},
+		Entries:   []NewEntry{newEntry(t, e1, paysync.EntryMapped), newEntry(t, e2, paysync.EntryMapped), newEntry(t, e3, paysync.EntryRejected)},
 		PayParts:  []paysync.PlannedPayPart{pp("A", "a", e1.Ref()), pp("A", "b", e2.Ref())},
 		BatchSize: 1,
 	})
@@ -58,7 +58,7 @@ func TestLedger_LiveParts(t *testing.T) {
 	if err := l.MarkRemoved(ctx, b1, 0, []int64{i1[0].ID}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.SetBatchState(ctx, b2, BatchReverted, "reverted before it was sent"); err != nil {
+	if err := l.SetBatchState(ctx, b2, paysync.BatchReverted, "reverted before it was sent"); err != nil {
 		t.Fatal(err)
 	}
 	if got := livePartsOf(t, l, "e1", "e2"); len(got) != 0 {
@@ -75,11 +75,11 @@ func TestLedger_LiveParts(t *testing.T) {
 		t.Fatalf("CommitReplay = %+v", rc)
 	}
 	rb := mustBatch(t, l, rc.BatchIDs[0])
-	if rb.SourceID != rc.SourceID || rb.ReplayOf != b1 || rb.State != BatchPending {
+	if rb.SourceID != rc.SourceID || rb.ReplayOf != b1 || rb.State != paysync.BatchPending {
 		t.Errorf("replay batch = %+v", rb)
 	}
 	s, err := l.Source(ctx, rc.SourceID)
-	if err != nil || s.Kind != KindReplay || s.Status != "committed" || s.Entries != 2 {
+	if err != nil || s.Kind != paysync.SourceReplay || s.Status != "committed" || s.Entries != 2 {
 		t.Errorf("replay source = %+v, %v", s, err)
 	}
 	if of, err := l.SourceReplayOf(ctx, rc.SourceID); err != nil || of != first.SourceID {
@@ -90,7 +90,7 @@ func TestLedger_LiveParts(t *testing.T) {
 	}
 	// e3 is paid now: a later import must not take it again.
 	known, err := l.LookupEntries(ctx, []string{"e3"})
-	if err != nil || known["e3"].Status != EntryMapped {
+	if err != nil || known["e3"].Status != paysync.EntryMapped {
 		t.Errorf("e3 after the replay = %+v, %v; want mapped", known["e3"], err)
 	}
 
@@ -126,7 +126,7 @@ func TestLedger_LinkReplay(t *testing.T) {
 	ctx := t.Context()
 	refused := commit(t, l, ImportIntent{Source: src("f.csv", "f"), Rejected: true, Rejects: []NewReject{{Message: "bad"}}})
 	e := ent("f.csv", 1, "e1", "1")
-	again := commit(t, l, ImportIntent{Source: src("f.csv", "f"), Entries: []NewEntry{newEntry(t, e, EntryMapped)},
+	again := commit(t, l, ImportIntent{Source: src("f.csv", "f"), Entries: []NewEntry{newEntry(t, e, paysync.EntryMapped)},
 		PayParts: []paysync.PlannedPayPart{pp("A", "a", e.Ref())}})
 	other := commit(t, l, ImportIntent{Source: src("g.csv", "g")})
 	for range 2 {

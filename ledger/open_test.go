@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/paysync/paysync"
 )
 
 func TestLedger_OpenCreates(t *testing.T) {
@@ -85,7 +87,7 @@ func TestLedger_OpenReopenIsIdempotent(t *testing.T) {
 			}
 			commit(t, l, ImportIntent{
 				Source:   src("a.csv", "payload"),
-				Entries:  []NewEntry{newEntry(t, ent("a.csv", 1, "e1", "7.5"), EntryMapped)},
+				Entries:  []NewEntry{newEntry(t, ent("a.csv", 1, "e1", "7.5"), paysync.EntryMapped)},
 				PayParts: nil,
 			})
 		} else {

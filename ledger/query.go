@@ -5,13 +5,15 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/paysync/paysync"
 )
 
 // BatchFilter selects batches for operators.
 type BatchFilter struct {
-	State    string    // "" = any
-	Since    time.Time // zero = any
-	SourceID int64     // 0 = any
+	State    paysync.BatchState // "" = any
+	Since    time.Time          // zero = any
+	SourceID int64              // 0 = any
 }
 
 // ListBatches lists batches, newest first.
@@ -52,15 +54,15 @@ type ItemDetail struct {
 
 // Attempt is one recorded call.
 type Attempt struct {
-	ID         int64     `json:"id"`
-	BatchID    int64     `json:"batch_id"`
-	Op         string    `json:"op"`
-	Items      int       `json:"items"`
-	StartedAt  time.Time `json:"started_at"`
-	FinishedAt time.Time `json:"finished_at,omitzero"`
-	Outcome    string    `json:"outcome"`
-	Status     int       `json:"status,omitempty"`
-	Error      string    `json:"error,omitempty"`
+	ID         int64                  `json:"id"`
+	BatchID    int64                  `json:"batch_id"`
+	Op         paysync.AttemptOp      `json:"op"`
+	Items      int                    `json:"items"`
+	StartedAt  time.Time              `json:"started_at"`
+	FinishedAt time.Time              `json:"finished_at,omitzero"`
+	Outcome    paysync.AttemptOutcome `json:"outcome"`
+	Status     int                    `json:"status,omitempty"`
+	Error      string                 `json:"error,omitempty"`
 }
 
 // BatchDetail is a batch with its pay parts, their entries, and its attempts.

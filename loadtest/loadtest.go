@@ -32,6 +32,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/paysync/paysync"
+	"github.com/paysync/paysync/internal/natstest"
 	"github.com/paysync/paysync/payroll/sandbox"
 
 	_ "modernc.org/sqlite" // reading the ledger after a run
@@ -451,17 +452,9 @@ func (p *proc) usage(r *Result) {
 
 // natsServer starts an embedded JetStream server storing in dir.
 func natsServer(dir string) (*server.Server, error) {
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir,
-		NoLog: true, NoSigs: true, JetStreamMaxMemory: 64 << 20, JetStreamMaxStore: 8 << 30})
-	if err != nil {
-		return nil, err
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		ns.Shutdown()
-		return nil, errors.New("nats-server not ready")
-	}
-	return ns, nil
+	return natstest.Run(natstest.WithStoreDir(dir), natstest.WithOptions(func(o *server.Options) {
+		o.JetStreamMaxMemory, o.JetStreamMaxStore = 64<<20, 8<<30
+	}))
 }
 
 func freeAddr() (string, error) {

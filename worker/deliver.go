@@ -26,14 +26,14 @@ type Ledger interface {
 	Batch(ctx context.Context, id int64) (ledger.Batch, error)
 	Items(ctx context.Context, batchID int64) ([]ledger.Item, error)
 	OpenBatches(ctx context.Context, sourceID int64) ([]ledger.Batch, error)
-	BatchesInState(ctx context.Context, state string) ([]ledger.Batch, error)
-	BeginAttempt(ctx context.Context, batchID int64, op string, items int) (int64, error)
-	EndAttempt(ctx context.Context, attemptID int64, outcome string, status int, msg, state string) error
-	RecordCreated(ctx context.Context, batchID, attemptID int64, ids map[int64]string, outcome string) error
-	RecordCreatedThenBegin(ctx context.Context, batchID, attemptID int64, ids map[int64]string, outcome string, nextBatch int64, nextItems int) (int64, error)
+	BatchesInState(ctx context.Context, state paysync.BatchState) ([]ledger.Batch, error)
+	BeginAttempt(ctx context.Context, batchID int64, op paysync.AttemptOp, items int) (int64, error)
+	EndAttempt(ctx context.Context, attemptID int64, outcome paysync.AttemptOutcome, status int, msg string, state paysync.BatchState) error
+	RecordCreated(ctx context.Context, batchID, attemptID int64, ids map[int64]string, outcome paysync.AttemptOutcome) error
+	RecordCreatedThenBegin(ctx context.Context, batchID, attemptID int64, ids map[int64]string, outcome paysync.AttemptOutcome, nextBatch int64, nextItems int) (int64, error)
 	RejectItems(ctx context.Context, batchID, attemptID int64, reasons map[int64]string) error
 	SplitBatch(ctx context.Context, batchID, attemptID int64, msg string, groups [][]int64) ([]int64, error)
-	SetBatchState(ctx context.Context, batchID int64, state, msg string) error
+	SetBatchState(ctx context.Context, batchID int64, state paysync.BatchState, msg string) error
 	AddForeign(ctx context.Context, company string, ids []string, snapshot bool) error
 	Known(ctx context.Context, company string) (map[string]bool, error)
 	Owned(ctx context.Context, company string) (map[string]bool, error)
@@ -109,7 +109,7 @@ func (d *Deliverer) beginNext(ctx context.Context, next int64) *begun {
 		return nil
 	}
 	<-ra.done
-	if ra.err != nil || ra.b.State != ledger.BatchPending || !d.snapshotted[ra.b.CompanyID] {
+	if ra.err != nil || ra.b.State != paysync.BatchPending || !d.snapshotted[ra.b.CompanyID] {
 		return nil
 	}
 	pending := pendingItems(ra.items)
@@ -162,7 +162,7 @@ func (d *Deliverer) read(ctx context.Context, id int64) (ledger.Batch, []ledger.
 		return b, nil, err
 	}
 	switch b.State {
-	case ledger.BatchCreated, ledger.BatchSplit, ledger.BatchReverting, ledger.BatchReverted, ledger.BatchSending:
+	case paysync.BatchCreated, paysync.BatchSplit, paysync.BatchReverting, paysync.BatchReverted, paysync.BatchSending:
 		return b, nil, nil // not sent as it is: no items needed
 	}
 	items, err := d.L.Items(ctx, id)
@@ -298,7 +298,7 @@ func (d *Deliverer) Recover(ctx context.Context) error {
 	if err := d.L.InterruptAttempts(ctx); err != nil {
 		return err
 	}
-	sending, err := d.L.BatchesInState(ctx, ledger.BatchSending)
+	sending, err := d.L.BatchesInState(ctx, paysync.BatchSending)
 	if err != nil {
 		return err
 	}
@@ -308,7 +308,7 @@ func (d *Deliverer) Recover(ctx context.Context) error {
 			return fmt.Errorf("recover batch %d: %w", b.ID, err)
 		}
 	}
-	reverting, err := d.L.BatchesInState(ctx, ledger.BatchReverting)
+	reverting, err := d.L.BatchesInState(ctx, paysync.BatchReverting)
 	if err != nil {
 		return err
 	}
@@ -377,7 +377,7 @@ func (d *Deliverer) ensureSnapshot(ctx context.Context, company string) error {
 	if d.snapshotted[company] {
 		return nil
 	}
-	sending, err := d.L.BatchesInState(ctx, ledger.BatchSending)
+	sending, err := d.L.BatchesInState(ctx, paysync.BatchSending)
 	if err != nil {
 		return err
 	}
@@ -412,7 +412,7 @@ func (d *Deliverer) ensureSnapshot(ctx context.Context, company string) error {
 func pendingItems(items []ledger.Item) []ledger.Item {
 	var out []ledger.Item
 	for _, it := range items {
-		if it.State == ledger.PartPending {
+		if it.State == paysync.PartPending {
 			out = append(out, it)
 		}
 	}
@@ -439,8 +439,8 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) (children 
 		company   string
 		tries     int // tries in this round (see above)
 		limit     = d.MaxAttempts
-		wasFailed bool   // the batch was failed when the round began
-		end       string // its state when the round ended (no error)
+		wasFailed bool               // the batch was failed when the round began
+		end       paysync.BatchState // its state when the round ended (no error)
 		first     = true
 	)
 	if _, ok := d.failing.get(id); ok {
@@ -475,14 +475,14 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) (children 
 				return nil, err
 			}
 			if first {
-				wasFailed = b.State == ledger.BatchFailed
+				wasFailed = b.State == paysync.BatchFailed
 			}
 			first, company = false, b.CompanyID
 			switch b.State {
-			case ledger.BatchCreated, ledger.BatchSplit, ledger.BatchReverting, ledger.BatchReverted:
+			case paysync.BatchCreated, paysync.BatchSplit, paysync.BatchReverting, paysync.BatchReverted:
 				end = b.State
 				return nil, nil
-			case ledger.BatchSending:
+			case paysync.BatchSending:
 				if err := d.reconcile(ctx, id, b.CompanyID); err != nil {
 					return nil, err
 				}
@@ -490,7 +490,7 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) (children 
 			}
 			pending = pendingItems(items)
 			if len(pending) == 0 {
-				end = ledger.BatchCreated
+				end = paysync.BatchCreated
 				return nil, d.L.RecordCreated(ctx, id, 0, nil, "")
 			}
 			// A failed batch stays failed until an attempt begins (the
@@ -503,7 +503,7 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) (children 
 					return nil, err
 				}
 			}
-			if att, err = d.L.BeginAttempt(ctx, id, "create", len(pending)); err != nil {
+			if att, err = d.L.BeginAttempt(ctx, id, paysync.AttemptCreate, len(pending)); err != nil {
 				return nil, err
 			}
 		}
@@ -528,20 +528,20 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) (children 
 				bg = d.beginNext(ctx, next)
 			}
 			if bg != nil {
-				if bg.att, err = d.L.RecordCreatedThenBegin(ctx, id, att, ids, "ok", bg.id, len(bg.pending)); err != nil {
+				if bg.att, err = d.L.RecordCreatedThenBegin(ctx, id, att, ids, paysync.AttemptOK, bg.id, len(bg.pending)); err != nil {
 					return nil, err
 				}
 				if bg.att != 0 {
 					d.begun = bg
 				}
-			} else if err := d.L.RecordCreated(ctx, id, att, ids, "ok"); err != nil {
+			} else if err := d.L.RecordCreated(ctx, id, att, ids, paysync.AttemptOK); err != nil {
 				return nil, err
 			}
 			d.Stats.Created += len(created)
 			d.observe("created", len(created))
 			d.progress()
 			if done {
-				end = ledger.BatchCreated
+				end = paysync.BatchCreated
 				return nil, nil // every item created: the batch is created
 			}
 			continue
@@ -550,21 +550,21 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) (children 
 		if !errors.As(err, &pe) {
 			// The context ended (or something unexpected): the request may
 			// have gone out. Leave the batch sending: the next run reconciles.
-			_ = d.L.EndAttempt(context.WithoutCancel(ctx), att, "interrupted", 0, err.Error(), "")
+			_ = d.L.EndAttempt(context.WithoutCancel(ctx), att, paysync.AttemptInterrupted, 0, err.Error(), "")
 			return nil, err
 		}
 		msg := pe.Error()
 		switch pe.Class {
 		case payroll.NotApplied:
 			tries++
-			state := ledger.BatchPending
+			state := paysync.BatchPending
 			if tries >= limit {
-				state = ledger.BatchFailed
+				state = paysync.BatchFailed
 			}
-			if err := d.L.EndAttempt(ctx, att, "not_applied", pe.StatusCode, msg, state); err != nil {
+			if err := d.L.EndAttempt(ctx, att, paysync.AttemptNotApplied, pe.StatusCode, msg, state); err != nil {
 				return nil, err
 			}
-			if state == ledger.BatchFailed {
+			if state == paysync.BatchFailed {
 				d.failed(b, len(pending), tries, wasFailed, pe)
 				return nil, nil
 			}
@@ -596,12 +596,12 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) (children 
 				d.observe("split", len(pending))
 				children, err := d.L.SplitBatch(ctx, id, att, msg, [][]int64{a, c})
 				if err == nil {
-					end = ledger.BatchSplit
+					end = paysync.BatchSplit
 				}
 				return children, err
 			}
 		case payroll.Ambiguous:
-			if err := d.L.EndAttempt(ctx, att, "ambiguous", pe.StatusCode, msg, ""); err != nil {
+			if err := d.L.EndAttempt(ctx, att, paysync.AttemptAmbiguous, pe.StatusCode, msg, ""); err != nil {
 				return nil, err
 			}
 			// Whether it executed is known only once payroll is read:
@@ -609,9 +609,9 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) (children 
 			// answer was a refusal in effect: a try, with the backoff of a
 			// not-applied one, else a server answering 5xx without
 			// executing is called again at once, for ever.
-			unapplied := ledger.BatchPending
+			unapplied := paysync.BatchPending
 			if tries+1 >= limit {
-				unapplied = ledger.BatchFailed
+				unapplied = paysync.BatchFailed
 			}
 			found, left, err := d.match(ctx, id, b.CompanyID, unapplied, msg)
 			if err != nil {
@@ -627,7 +627,7 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) (children 
 				continue
 			}
 			tries++
-			if unapplied == ledger.BatchFailed {
+			if unapplied == paysync.BatchFailed {
 				d.failed(b, len(pending), tries, wasFailed, pe)
 				return nil, nil
 			}
@@ -638,11 +638,11 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) (children 
 		case payroll.Revoked:
 			// Not the batch's fault: it stays as it was (pending, or failed),
 			// and the attempt counts towards nothing.
-			state := ledger.BatchPending
+			state := paysync.BatchPending
 			if wasFailed {
-				state = ledger.BatchFailed
+				state = paysync.BatchFailed
 			}
-			if err := d.L.EndAttempt(ctx, att, "revoked", 0, msg, state); err != nil {
+			if err := d.L.EndAttempt(ctx, att, paysync.AttemptRevoked, 0, msg, state); err != nil {
 				return nil, err
 			}
 			return nil, err
@@ -674,12 +674,12 @@ func (d *Deliverer) failed(b ledger.Batch, payParts, tries int, wasFailed bool, 
 // settled notes how a round of batch id ended: a failed batch that is now
 // created has recovered (said and counted once); one that split or was
 // reverted is no longer this deliverer's to retry.
-func (d *Deliverer) settled(id int64, company, state string, wasFailed bool) {
-	if state == ledger.BatchFailed {
+func (d *Deliverer) settled(id int64, company string, state paysync.BatchState, wasFailed bool) {
+	if state == paysync.BatchFailed {
 		return
 	}
 	known := d.failing.forget(id)
-	if state == ledger.BatchCreated && (wasFailed || known) {
+	if state == paysync.BatchCreated && (wasFailed || known) {
 		d.observe("recovered", 0)
 		d.Log.Info("batch recovered", "batch", id, "company", company)
 	}
@@ -731,13 +731,13 @@ func (d *Deliverer) reconcile(ctx context.Context, id int64, company string) err
 // pending items it found created and how many are left pending. When it
 // finds none and unapplied is not empty, the batch becomes unapplied
 // (pending, or failed), lastErr its last error.
-func (d *Deliverer) match(ctx context.Context, id int64, company, unapplied, lastErr string) (found, left int, err error) {
+func (d *Deliverer) match(ctx context.Context, id int64, company string, unapplied paysync.BatchState, lastErr string) (found, left int, err error) {
 	items, err := d.L.Items(ctx, id)
 	if err != nil {
 		return 0, 0, err
 	}
 	pending := pendingItems(items)
-	att, err := d.L.BeginAttempt(ctx, id, "reconcile", len(pending))
+	att, err := d.L.BeginAttempt(ctx, id, paysync.AttemptReconcile, len(pending))
 	if err != nil {
 		return 0, 0, err
 	}
@@ -748,7 +748,7 @@ func (d *Deliverer) match(ctx context.Context, id int64, company, unapplied, las
 			break
 		}
 		if errors.Is(err, payroll.ErrRevoked) || try >= d.MaxAttempts || ctx.Err() != nil {
-			_ = d.L.EndAttempt(context.WithoutCancel(ctx), att, "failed", 0, err.Error(), "")
+			_ = d.L.EndAttempt(context.WithoutCancel(ctx), att, paysync.AttemptFailed, 0, err.Error(), "")
 			return 0, 0, fmt.Errorf("reconcile batch %d: read pay parts of company %s: %w", id, company, err)
 		}
 		var pe *payroll.Error
@@ -775,7 +775,7 @@ func (d *Deliverer) match(ctx context.Context, id int64, company, unapplied, las
 			break
 		}
 	}
-	outcome := fmt.Sprintf("reconciled %d of %d", len(ids), len(pending))
+	outcome := paysync.AttemptReconciled(len(ids), len(pending))
 	if len(ids) == 0 && len(pending) > 0 && unapplied != "" {
 		// Nothing to record: the attempt's end moves the batch.
 		if err := d.L.EndAttempt(ctx, att, outcome, 0, lastErr, unapplied); err != nil {

@@ -123,7 +123,7 @@ func oneBatch(t *testing.T, e *env, name string) int64 {
 	return rep.Batches[0]
 }
 
-func batchState(t *testing.T, e *env, id int64) string {
+func batchState(t *testing.T, e *env, id int64) paysync.BatchState {
 	t.Helper()
 	b, err := e.led.Batch(ctx(t), id)
 	if err != nil {
@@ -185,7 +185,7 @@ func TestPipeline_FailedBatchBacksOff(t *testing.T) {
 				t.Errorf("%d create attempts over %d looks a second apart: %d retries of the failed batch, want %d to %d",
 					attempts, tc.looks, retries, tc.minRetries, tc.maxRetries)
 			}
-			if s := batchState(t, e, id); s != ledger.BatchFailed {
+			if s := batchState(t, e, id); s != paysync.BatchFailed {
 				t.Errorf("batch is %s, want failed", s)
 			}
 			for _, d := range slept {
@@ -209,7 +209,7 @@ func TestPipeline_FailedBatchBacksOff(t *testing.T) {
 			if err := p.Flush(ctx(t), 0); err != nil {
 				t.Fatal(err)
 			}
-			if s := batchState(t, e, id); s != ledger.BatchCreated {
+			if s := batchState(t, e, id); s != paysync.BatchCreated {
 				t.Fatalf("after the API recovered the batch is %s, want created", s)
 			}
 			if r := logs.lines(t, "INFO", "batch recovered"); len(r) != 1 {
@@ -272,7 +272,7 @@ func TestPipeline_RunDoesNotRetryFailedBatchAtOnce(t *testing.T) {
 			}
 		}
 	}
-	poll("the batch to fail", func() bool { return batchState(t, e, id) == ledger.BatchFailed })
+	poll("the batch to fail", func() bool { return batchState(t, e, id) == paysync.BatchFailed })
 	from := lc.looks.Load()
 	poll("40 more looks", func() bool { return lc.looks.Load() >= from+40 })
 	stop()
@@ -310,7 +310,7 @@ func TestDeliverer_FailedAgainIsNotANewFailure(t *testing.T) {
 		if n := e.createAttempts() - before; n != 8 {
 			t.Errorf("%d attempts, want a full round of 8", n)
 		}
-		if s := batchState(t, e, id); s != ledger.BatchFailed {
+		if s := batchState(t, e, id); s != paysync.BatchFailed {
 			t.Errorf("batch is %s, want failed", s)
 		}
 		return &logs, m
@@ -352,7 +352,7 @@ func TestDeliverer_RevokedAttemptsDoNotCount(t *testing.T) {
 		if err := d.Deliver(ctx(t), []int64{id}); !errors.Is(err, payroll.ErrRevoked) {
 			t.Fatalf("round %d: err = %v, want revoked", i, err)
 		}
-		if s := batchState(t, e, id); s != ledger.BatchPending {
+		if s := batchState(t, e, id); s != paysync.BatchPending {
 			t.Fatalf("round %d: batch is %s, want pending", i, s)
 		}
 	}
@@ -364,7 +364,7 @@ func TestDeliverer_RevokedAttemptsDoNotCount(t *testing.T) {
 	if err := d.Deliver(ctx(t), []int64{id}); err != nil {
 		t.Fatal(err)
 	}
-	if s := batchState(t, e, id); s != ledger.BatchCreated {
+	if s := batchState(t, e, id); s != paysync.BatchCreated {
 		t.Fatalf("batch is %s after 7 not-applied answers and success, want created (revoked attempts must not count)", s)
 	}
 	e.checkLedger(t)
@@ -441,7 +441,7 @@ func TestPipeline_LookFailuresLoggedOnce(t *testing.T) {
 		t.Errorf("%d warnings after 3 failed looks, want 1", len(w))
 	}
 	e.sb.SetFaults()
-	poll("the batch to be sent", func() bool { return batchState(t, e, id) == ledger.BatchCreated })
+	poll("the batch to be sent", func() bool { return batchState(t, e, id) == paysync.BatchCreated })
 	poll("'delivery works again'", func() bool { return len(logs.lines(t, "INFO", "delivery works again")) == 1 })
 	if w := logs.lines(t, "WARN", ""); len(w) != 1 {
 		t.Errorf("%d warnings in all, want 1", len(w))
@@ -570,7 +570,7 @@ func TestDeliverer_Ambiguous5xxBacksOffAndFails(t *testing.T) {
 			if n := cc.calls.Load(); n != tc.calls {
 				t.Errorf("%d create calls, want %d", n, tc.calls)
 			}
-			if s := batchState(t, e, id); s != ledger.BatchFailed {
+			if s := batchState(t, e, id); s != paysync.BatchFailed {
 				t.Errorf("batch is %s, want failed", s)
 			}
 			slept := sl.all()
@@ -601,7 +601,7 @@ func TestDeliverer_Ambiguous5xxBacksOffAndFails(t *testing.T) {
 			if err := d.Deliver(c, []int64{id}); err != nil {
 				t.Fatal(err)
 			}
-			if s := batchState(t, e, id); s != ledger.BatchCreated {
+			if s := batchState(t, e, id); s != paysync.BatchCreated {
 				t.Fatalf("after the API recovered the batch is %s, want created", s)
 			}
 			if n := len(e.sandboxParts()); n != 5 {

@@ -383,7 +383,7 @@ func benchEnv(b *testing.B) *env {
 // planInMemory is the importer as it was before it streamed (kept here as
 // the reference): everything read into memory, then committed with
 // ledger.CommitImport. TestImporter_SameAsInMemory compares the two.
-func planInMemory(ctx context.Context, im *worker.Importer, l *ledger.Ledger, kind, name string, payload []byte) (worker.Report, error) {
+func planInMemory(ctx context.Context, im *worker.Importer, l *ledger.Ledger, kind paysync.SourceKind, name string, payload []byte) (worker.Report, error) {
 	rep := worker.Report{Source: name, Skipped: map[string]int{}}
 	hash := ledger.HashPayload(payload)
 	if src, ok, err := l.SourceByHash(ctx, hash); err != nil {
@@ -443,30 +443,30 @@ func planInMemory(ctx context.Context, im *worker.Importer, l *ledger.Ledger, ki
 			continue
 		}
 		seen[e.ID] = true
-		if k, ok := known[e.ID]; ok && k.Status != ledger.EntryRejected {
+		if k, ok := known[e.ID]; ok && k.Status != paysync.EntryRejected {
 			if k.Hash == h {
 				rep.Duplicates++
 				continue
 			}
-			if k.Status == ledger.EntryMapped {
+			if k.Status == paysync.EntryMapped {
 				rep.Problems = append(rep.Problems, &mapping.Problem{Source: e.Source, Line: e.Line, EntryID: e.ID, Field: "id",
 					Msg:  fmt.Sprintf("was imported on %s from %s (import %d) with different content", k.ImportedAt.Format("2006-01-02 15:04"), k.SourceName, k.SourceID),
 					Hint: fmt.Sprintf("to change it, revert that import (paysync revert --import %d) and replay it, or give the changed entry a new id", k.SourceID)})
 				continue
 			}
 		}
-		ne := ledger.NewEntry{Entry: e, Hash: h, Status: ledger.EntryMapped}
+		ne := ledger.NewEntry{Entry: e, Hash: h, Status: paysync.EntryMapped}
 		lines, err := im.Mapper.Map(ctx, e)
 		switch {
 		case err != nil && !mapping.OnlyProblems(err):
 			return rep, err
 		case err != nil:
-			ne.Status = ledger.EntryRejected
+			ne.Status = paysync.EntryRejected
 			rep.Problems = append(rep.Problems, err)
 		case len(lines) == 0:
-			ne.Status, ne.Note = ledger.EntrySkipped, "no pay part"
+			ne.Status, ne.Note = paysync.EntrySkipped, "no pay part"
 		case lines[0].Skip != "":
-			ne.Status, ne.Note = ledger.EntrySkipped, lines[0].Skip
+			ne.Status, ne.Note = paysync.EntrySkipped, lines[0].Skip
 			rep.Skipped[lines[0].Skip]++
 		default:
 			for _, l := range lines {
@@ -486,8 +486,8 @@ func planInMemory(ctx context.Context, im *worker.Importer, l *ledger.Ledger, ki
 		}
 	}
 	for i := range intent.Entries {
-		if ne := &intent.Entries[i]; ne.Status == ledger.EntryMapped && !inPlan[ne.Entry.ID] {
-			ne.Status = ledger.EntryRejected
+		if ne := &intent.Entries[i]; ne.Status == paysync.EntryMapped && !inPlan[ne.Entry.ID] {
+			ne.Status = paysync.EntryRejected
 		}
 	}
 	for _, p := range mapping.Flatten(rep.Problems...) {
@@ -661,7 +661,7 @@ func TestImporter_SameAsInMemory(t *testing.T) {
 				rules.Aggregate = tc.aggregate
 				im := e.importer(t, rules, 7)
 				// The earlier import, partial: "wasbad" is rejected, "wasskipped" skipped.
-				if _, err := planInMemory(ctx(t), im, e.led, "file", "earlier.ndjson", earlierFile); err != nil {
+				if _, err := planInMemory(ctx(t), im, e.led, paysync.SourceFile, "earlier.ndjson", earlierFile); err != nil {
 					t.Fatal(err)
 				}
 				im.AllOrNothing = tc.allOrN
@@ -671,7 +671,7 @@ func TestImporter_SameAsInMemory(t *testing.T) {
 				if streaming {
 					rep, err = im.PlanFrom(ctx(t), "file", "mixed.ndjson", bytes.NewReader(payload))
 				} else {
-					rep, err = planInMemory(ctx(t), im, e.led, "file", "mixed.ndjson", payload)
+					rep, err = planInMemory(ctx(t), im, e.led, paysync.SourceFile, "mixed.ndjson", payload)
 				}
 				if err != nil {
 					t.Fatal(err)
@@ -839,7 +839,7 @@ func TestImporter_PlanFrom(t *testing.T) {
 			t.Fatalf("all or nothing: %+v, %v", rep, err)
 		}
 		src, err := e.led.Source(ctx(t), rep.RejectedAs)
-		if err != nil || src.Status != "rejected" || src.Entries != 0 || src.Rejects != 1 || src.Size != int64(len(bad)) {
+		if err != nil || src.Status != paysync.SourceRejected || src.Entries != 0 || src.Rejects != 1 || src.Size != int64(len(bad)) {
 			t.Fatalf("rejected source %+v, %v", src, err)
 		}
 	})
@@ -854,7 +854,7 @@ func TestInbox_StreamsFiles(t *testing.T) {
 	dir := t.TempDir()
 	path, _ := writeCSV(t, dir, "in", 1000)
 	var touched bool
-	changing := importerFunc(func(ctx context.Context, kind, name string, r io.Reader) (worker.Report, error) {
+	changing := importerFunc(func(ctx context.Context, kind paysync.SourceKind, name string, r io.Reader) (worker.Report, error) {
 		if !touched { // the first time, the file grows while it is read
 			touched = true
 			f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
@@ -904,13 +904,13 @@ func TestInbox_StreamsFiles(t *testing.T) {
 }
 
 // importerFunc is an inbox.StreamImporter (and FileImporter) made of a function.
-type importerFunc func(ctx context.Context, kind, name string, r io.Reader) (worker.Report, error)
+type importerFunc func(ctx context.Context, kind paysync.SourceKind, name string, r io.Reader) (worker.Report, error)
 
-func (f importerFunc) ImportFrom(ctx context.Context, kind, name string, r io.Reader) (worker.Report, error) {
+func (f importerFunc) ImportFrom(ctx context.Context, kind paysync.SourceKind, name string, r io.Reader) (worker.Report, error) {
 	return f(ctx, kind, name, r)
 }
 
-func (f importerFunc) Import(ctx context.Context, kind, name string, payload []byte) (worker.Report, error) {
+func (f importerFunc) Import(ctx context.Context, kind paysync.SourceKind, name string, payload []byte) (worker.Report, error) {
 	return f(ctx, kind, name, bytes.NewReader(payload))
 }
 

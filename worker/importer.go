@@ -77,18 +77,18 @@ func (r Report) ProblemCount() int { return len(r.ProblemList()) + r.ProblemsOmi
 
 // Plan reads, dedupes, maps and validates payload, and commits the intent:
 // nothing is sent. A payload committed before is reported as a duplicate.
-func (im *Importer) Plan(ctx context.Context, kind, name string, payload []byte) (Report, error) {
+func (im *Importer) Plan(ctx context.Context, kind paysync.SourceKind, name string, payload []byte) (Report, error) {
 	return im.PlanFrom(ctx, kind, name, bytes.NewReader(payload))
 }
 
 // Import plans payload and delivers its batches (also those of an earlier
 // run of the same content that are still open).
-func (im *Importer) Import(ctx context.Context, kind, name string, payload []byte) (Report, error) {
+func (im *Importer) Import(ctx context.Context, kind paysync.SourceKind, name string, payload []byte) (Report, error) {
 	return im.ImportFrom(ctx, kind, name, bytes.NewReader(payload))
 }
 
 // ImportFrom is Import for input read from r (see PlanFrom).
-func (im *Importer) ImportFrom(ctx context.Context, kind, name string, r io.Reader) (Report, error) {
+func (im *Importer) ImportFrom(ctx context.Context, kind paysync.SourceKind, name string, r io.Reader) (Report, error) {
 	rep, err := im.PlanFrom(ctx, kind, name, r)
 	if err != nil || rep.ImportID == 0 {
 		return rep, err
@@ -114,7 +114,7 @@ func (im *Importer) ImportFrom(ctx context.Context, kind, name string, r io.Read
 // imported before is recognised before anything else, and then again to
 // import it; otherwise the hash is checked at the end. An error reading r
 // commits nothing (InputError).
-func (im *Importer) PlanFrom(ctx context.Context, kind, name string, r io.Reader) (Report, error) {
+func (im *Importer) PlanFrom(ctx context.Context, kind paysync.SourceKind, name string, r io.Reader) (Report, error) {
 	if rep, done, err := im.seenBefore(ctx, name, r); done || err != nil {
 		return rep, err
 	}
@@ -153,7 +153,7 @@ func (im *Importer) seenBefore(ctx context.Context, name string, r io.Reader) (r
 // problems are found), hands each pay part that would be created to fn,
 // and then abandons it: nothing is committed or sent. ImportID stays 0
 // unless the source is a duplicate. fn must not call the ledger.
-func (im *Importer) PreviewFrom(ctx context.Context, kind, name string, r io.Reader, fn func(paysync.PlannedPayPart) error) (Report, error) {
+func (im *Importer) PreviewFrom(ctx context.Context, kind paysync.SourceKind, name string, r io.Reader, fn func(paysync.PlannedPayPart) error) (Report, error) {
 	if fn == nil {
 		fn = func(paysync.PlannedPayPart) error { return nil }
 	}
@@ -190,7 +190,7 @@ const chunkEntries = 1000
 
 // stream reads, checks, maps and stages one source and commits it; with
 // preview set, it hands the pay parts to preview instead (PreviewFrom).
-func (im *Importer) stream(ctx context.Context, kind, name string, r io.Reader, preview func(paysync.PlannedPayPart) error) (Report, error) {
+func (im *Importer) stream(ctx context.Context, kind paysync.SourceKind, name string, r io.Reader, preview func(paysync.PlannedPayPart) error) (Report, error) {
 	rep := Report{Source: name, Skipped: map[string]int{}}
 	st, err := im.L.BeginImport(ctx, ledger.StreamImport{Kind: kind, Name: name, BatchSize: im.BatchSize, Accumulate: im.Accumulate})
 	if err != nil {
@@ -339,35 +339,35 @@ func (s *importRun) entry(e paysync.Entry, known map[string]ledger.KnownEntry, s
 	}
 	seen[e.ID] = true
 	s.st.See(e.ID)
-	if k, ok := known[e.ID]; ok && k.Status != ledger.EntryRejected {
+	if k, ok := known[e.ID]; ok && k.Status != paysync.EntryRejected {
 		if k.Hash == h {
 			s.rep.Duplicates++
 			return nil
 		}
-		if k.Status == ledger.EntryMapped {
+		if k.Status == paysync.EntryMapped {
 			s.problem(ledger.PhaseEntry, &mapping.Problem{Source: e.Source, Line: e.Line, EntryID: e.ID, Field: "id",
 				Msg:  fmt.Sprintf("was imported on %s from %s (import %d) with different content", k.ImportedAt.Format("2006-01-02 15:04"), k.SourceName, k.SourceID),
 				Hint: fmt.Sprintf("to change it, revert that import (paysync revert --import %d) and replay it, or give the changed entry a new id", k.SourceID)})
 			return nil
 		}
 	}
-	ne := ledger.NewEntry{Entry: e, Hash: h, Status: ledger.EntryMapped}
+	ne := ledger.NewEntry{Entry: e, Hash: h, Status: paysync.EntryMapped}
 	lines, err := s.im.Mapper.Map(s.ctx, e)
 	switch {
 	case err != nil && !mapping.OnlyProblems(err):
 		return err
 	case err != nil:
-		ne.Status = ledger.EntryRejected
+		ne.Status = paysync.EntryRejected
 		s.problem(ledger.PhaseEntry, err)
 		lines = nil
 	case len(lines) == 0:
-		ne.Status, ne.Note = ledger.EntrySkipped, "no pay part"
+		ne.Status, ne.Note = paysync.EntrySkipped, "no pay part"
 	case lines[0].Skip != "":
-		ne.Status, ne.Note = ledger.EntrySkipped, lines[0].Skip
+		ne.Status, ne.Note = paysync.EntrySkipped, lines[0].Skip
 		s.rep.Skipped[lines[0].Skip]++
 		lines = nil
 	}
-	if ne.Status == ledger.EntryMapped {
+	if ne.Status == paysync.EntryMapped {
 		s.rep.Mapped++
 	}
 	var seq int64

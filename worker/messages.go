@@ -37,7 +37,8 @@ type MessageImporter struct {
 
 // Message is one streaming input.
 type Message struct {
-	Kind, Name string // e.g. "nats" and the subject
+	Kind paysync.SourceKind // e.g. nats
+	Name string             // e.g. the subject
 	// Company is the company the message was addressed to (NATS: the
 	// subject's company token), "" when it names none. It is the company
 	// of every entry in the message: an entry without company_id takes it,
@@ -205,28 +206,28 @@ func (mi *MessageImporter) plan(ctx context.Context, m Message, p *msgPlan, rep 
 			continue
 		}
 		mine[e.ID] = h
-		if k, ok := seen[e.ID]; ok && k.Status != ledger.EntryRejected {
+		if k, ok := seen[e.ID]; ok && k.Status != paysync.EntryRejected {
 			if k.Hash == h || (asSent != "" && k.Hash == asSent) {
 				rep.Duplicates++
 				continue
 			}
-			if k.Status == ledger.EntryMapped {
+			if k.Status == paysync.EntryMapped {
 				rep.Problems = append(rep.Problems, changedEntry(e, k))
 				continue
 			}
 		}
-		ne := ledger.NewEntry{Entry: e, Hash: h, Status: ledger.EntryMapped, Data: data}
+		ne := ledger.NewEntry{Entry: e, Hash: h, Status: paysync.EntryMapped, Data: data}
 		lines, err := mi.Mapper.Map(ctx, e)
 		switch {
 		case err != nil && !mapping.OnlyProblems(err):
 			return err
 		case err != nil:
-			ne.Status = ledger.EntryRejected
+			ne.Status = paysync.EntryRejected
 			rep.Problems = append(rep.Problems, err)
 		case len(lines) == 0:
-			ne.Status, ne.Note = ledger.EntrySkipped, "no pay part"
+			ne.Status, ne.Note = paysync.EntrySkipped, "no pay part"
 		case lines[0].Skip != "":
-			ne.Status, ne.Note = ledger.EntrySkipped, lines[0].Skip
+			ne.Status, ne.Note = paysync.EntrySkipped, lines[0].Skip
 			rep.Skipped[lines[0].Skip]++
 		default:
 			for _, l := range lines {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/mapping"
 	"github.com/paysync/paysync/payroll/sandbox"
 	"github.com/paysync/paysync/worker"
@@ -20,7 +21,7 @@ func (e *env) messageImporter(t *testing.T) *worker.MessageImporter {
 }
 
 func msg(subject, body string) worker.Message {
-	return worker.Message{Kind: "nats", Name: subject, Company: stream.CompanyOf(subject), Payload: []byte(body)}
+	return worker.Message{Kind: paysync.SourceNATS, Name: subject, Company: stream.CompanyOf(subject), Payload: []byte(body)}
 }
 
 // TestMessageImporter_SubjectCompany: the subject's company is the entry's
@@ -101,7 +102,7 @@ func TestMessageImporter_TransientMapping(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range srcs {
-		if s.Status == "rejected" {
+		if s.Status == paysync.SourceRejected {
 			t.Errorf("source %d (%s) recorded as rejected during an outage", s.ID, s.Name)
 		}
 	}
@@ -152,7 +153,7 @@ func TestMessageImporter_SubjectCompanyDuplicates(t *testing.T) {
 	mi := e.messageImporter(t)
 	body := `{"id":"d-1","employee_id":"` + sandbox.EmpMetteHansen + `","date":"2026-11-02","hours":2,"code":"T1"}`
 	// Stored as before: no subject company.
-	old := worker.Message{Kind: "nats", Name: "timesheets.MV8x.toggl", Payload: []byte(body)}
+	old := worker.Message{Kind: paysync.SourceNATS, Name: "timesheets.MV8x.toggl", Payload: []byte(body)}
 	if reps, errs, err := mi.Plan(ctx(t), []worker.Message{old}); err != nil || errs[0] != nil || reps[0].PayParts != 1 {
 		t.Fatalf("first: %+v %v %v", reps, errs, err)
 	}

@@ -129,14 +129,14 @@ func (r *Replayer) target(ctx context.Context, batchID, sourceID int64) (replayT
 	if err != nil {
 		return t, err
 	}
-	if src.Status == "rejected" {
+	if src.Status == paysync.SourceRejected {
 		return t, fmt.Errorf("import %d: %w", sourceID, ErrRejectedSource)
 	}
 	bs, err := r.L.BatchesOfSource(ctx, sourceID)
 	if err != nil {
 		return t, err
 	}
-	if src.Kind == ledger.KindReplay {
+	if src.Kind == paysync.SourceReplay {
 		t.named = bs
 		t.entries, err = r.entriesOf(ctx, bs)
 	} else {
@@ -168,7 +168,7 @@ func (r *Replayer) origin(ctx context.Context, sourceID int64) (int64, string, e
 		if err != nil {
 			return 0, "", err
 		}
-		if src.Kind != ledger.KindReplay {
+		if src.Kind != paysync.SourceReplay {
 			return src.ID, fmt.Sprintf("import %d (%s)", src.ID, src.Name), nil
 		}
 		if sourceID, err = r.L.SourceReplayOf(ctx, sourceID); err != nil {
@@ -223,7 +223,7 @@ func pendingBatches(live []ledger.LivePart, keep func(ledger.LivePart) bool) []i
 	seen := map[int64]bool{}
 	var ids []int64
 	for _, lp := range live {
-		if lp.State == ledger.PartPending && keep(lp) && !seen[lp.BatchID] {
+		if lp.State == paysync.PartPending && keep(lp) && !seen[lp.BatchID] {
 			seen[lp.BatchID] = true
 			ids = append(ids, lp.BatchID)
 		}
@@ -248,7 +248,7 @@ func (r *Replayer) Plan(ctx context.Context, batchID, sourceID int64, force bool
 	for _, b := range t.named {
 		plan.Originals = append(plan.Originals, b.ID)
 		switch b.State {
-		case ledger.BatchPending, ledger.BatchSending, ledger.BatchFailed, ledger.BatchReverting:
+		case paysync.BatchPending, paysync.BatchSending, paysync.BatchFailed, paysync.BatchReverting:
 			if !force {
 				return plan, fmt.Errorf("batch %d is %s: let it finish (or revert it) before replaying", b.ID, b.State)
 			}
@@ -320,7 +320,7 @@ func (r *Replayer) Plan(ctx context.Context, batchID, sourceID int64, force bool
 func count(m map[int64]*LiveSkip, lp ledger.LivePart) {
 	s := m[lp.BatchID]
 	if s == nil {
-		s = &LiveSkip{BatchID: lp.BatchID, Pending: lp.State == ledger.PartPending}
+		s = &LiveSkip{BatchID: lp.BatchID, Pending: lp.State == paysync.PartPending}
 		m[lp.BatchID] = s
 	}
 	s.Entries++
@@ -347,7 +347,7 @@ func refusal(blocking, live []ledger.LivePart) error {
 	if len(batches) > 1 {
 		more = fmt.Sprintf(" (and %d more)", len(batches)-1)
 	}
-	if first.State == ledger.PartPending {
+	if first.State == paysync.PartPending {
 		return fmt.Errorf("batch %d%s still has pay parts of these entries to send: let it finish (or revert it) before replaying, or replay with --force to pay again", first.BatchID, more)
 	}
 	// Only the first batch's pay parts are counted: the message names it.
@@ -370,7 +370,7 @@ func (r *Replayer) verified(ctx context.Context, entryIDs []string) ([]ledger.Li
 	exists := map[string]map[string]bool{}
 	out := live[:0]
 	for _, lp := range live {
-		if lp.State == ledger.PartCreated {
+		if lp.State == paysync.PartCreated {
 			ids, ok := exists[lp.CompanyID]
 			if !ok {
 				current, err := r.D.P.PayParts(ctx, lp.CompanyID)

@@ -60,7 +60,7 @@ func TestReplayer_EntryOnce(t *testing.T) {
 		t.Fatalf("first replay planned %d pay parts, skipped %v", len(first.PayParts), first.InPayroll)
 	}
 	sameMultiset(t, e.sandboxParts(), before)
-	replayBatches, err := e.led.ListBatches(ctx(t), ledger.BatchFilter{State: ledger.BatchCreated})
+	replayBatches, err := e.led.ListBatches(ctx(t), ledger.BatchFilter{State: paysync.BatchCreated})
 	if err != nil || len(replayBatches) != 3 {
 		t.Fatalf("created batches: %v, %v", replayBatches, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/ledger"
 	"github.com/paysync/paysync/payroll"
 )
@@ -28,19 +29,19 @@ func (d *Deliverer) revertBatch(ctx context.Context, id int64) error {
 		return err
 	}
 	switch b.State {
-	case ledger.BatchReverted:
+	case paysync.BatchReverted:
 		return nil
-	case ledger.BatchSending:
+	case paysync.BatchSending:
 		// Settle the unknown first: a pay part created by the lost attempt
 		// must be reverted too.
 		if err := d.reconcile(ctx, id, b.CompanyID); err != nil {
 			return err
 		}
-	case ledger.BatchPending, ledger.BatchFailed:
+	case paysync.BatchPending, paysync.BatchFailed:
 		if b.Created == 0 {
 			// Nothing was created: there is nothing to delete, and the
 			// pending items must not be sent later.
-			return d.L.SetBatchState(ctx, id, ledger.BatchReverted, "reverted before it was sent")
+			return d.L.SetBatchState(ctx, id, paysync.BatchReverted, "reverted before it was sent")
 		}
 	}
 	for try := 0; ; try++ {
@@ -50,17 +51,17 @@ func (d *Deliverer) revertBatch(ctx context.Context, id int64) error {
 		}
 		var created []ledger.Item
 		for _, it := range items {
-			if it.State == ledger.PartCreated {
+			if it.State == paysync.PartCreated {
 				created = append(created, it)
 			}
 		}
-		att, err := d.L.BeginAttempt(ctx, id, "delete", len(created))
+		att, err := d.L.BeginAttempt(ctx, id, paysync.AttemptDelete, len(created))
 		if err != nil {
 			return err
 		}
 		current, err := d.P.PayParts(ctx, b.CompanyID)
 		if err != nil {
-			_ = d.L.EndAttempt(context.WithoutCancel(ctx), att, "failed", 0, err.Error(), "")
+			_ = d.L.EndAttempt(context.WithoutCancel(ctx), att, paysync.AttemptFailed, 0, err.Error(), "")
 			return fmt.Errorf("revert batch %d: read pay parts of company %s: %w", id, b.CompanyID, err)
 		}
 		exists := map[string]bool{}
@@ -116,12 +117,13 @@ func (d *Deliverer) revertBatch(ctx context.Context, id int64) error {
 		}
 		var pe *payroll.Error
 		if !errors.As(failure, &pe) || pe.Class == payroll.Revoked || try+1 >= d.MaxAttempts {
-			_ = d.L.EndAttempt(context.WithoutCancel(ctx), att, "failed", 0, failure.Error(), "")
+			_ = d.L.EndAttempt(context.WithoutCancel(ctx), att, paysync.AttemptFailed, 0, failure.Error(), "")
 			return fmt.Errorf("revert batch %d: %w", id, failure)
 		}
 		// Not applied, rejected (e.g. one was deleted meanwhile) or
-		// ambiguous: read again and delete what is still there.
-		if err := d.L.EndAttempt(ctx, att, pe.Class.String(), pe.StatusCode, pe.Error(), ""); err != nil {
+		// ambiguous: read again and delete what is still there. The
+		// outcome is the class's name ("not applied", with a space).
+		if err := d.L.EndAttempt(ctx, att, paysync.AttemptOutcome(pe.Class.String()), pe.StatusCode, pe.Error(), ""); err != nil {
 			return err
 		}
 		if err := d.Sleep(ctx, backoff(try, pe.RetryAfter)); err != nil {

@@ -145,12 +145,12 @@ func (e *env) checkLedger(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, b := range bs {
-		if b.State != ledger.BatchCreated && b.State != ledger.BatchSplit {
+		if b.State != paysync.BatchCreated && b.State != paysync.BatchSplit {
 			t.Errorf("batch %d is %s (%s)", b.ID, b.State, b.LastError)
 		}
 		items, _ := e.led.Items(ctx(t), b.ID)
 		for _, it := range items {
-			if it.State != ledger.PartCreated {
+			if it.State != paysync.PartCreated {
 				continue
 			}
 			if !inSandbox[it.PayrollID] || seen[it.PayrollID] {
@@ -350,7 +350,7 @@ func TestDeliverer_RecoverAfterCrashWhileSending(t *testing.T) {
 	if err := e.led.AddForeign(ctx(t), sandbox.CompanyNordlys, foreign, true); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.led.BeginAttempt(ctx(t), b, "create", len(items)); err != nil {
+	if _, err := e.led.BeginAttempt(ctx(t), b, paysync.AttemptCreate, len(items)); err != nil {
 		t.Fatal(err)
 	}
 	var in []paysync.PayPartInput
@@ -467,7 +467,7 @@ func TestRevertAndReplay(t *testing.T) {
 	}
 	for _, id := range rep.Batches {
 		b, _ := e.led.Batch(ctx(t), id)
-		if b.State != ledger.BatchReverted {
+		if b.State != paysync.BatchReverted {
 			t.Errorf("batch %d is %s", id, b.State)
 		}
 	}
@@ -580,12 +580,12 @@ func (l *slowRecord) wait(ctx context.Context, batchID int64) {
 	})
 }
 
-func (l *slowRecord) RecordCreated(ctx context.Context, batchID, attemptID int64, ids map[int64]string, outcome string) error {
+func (l *slowRecord) RecordCreated(ctx context.Context, batchID, attemptID int64, ids map[int64]string, outcome paysync.AttemptOutcome) error {
 	l.wait(ctx, batchID)
 	return l.Ledger.RecordCreated(ctx, batchID, attemptID, ids, outcome)
 }
 
-func (l *slowRecord) RecordCreatedThenBegin(ctx context.Context, batchID, attemptID int64, ids map[int64]string, outcome string, next int64, items int) (int64, error) {
+func (l *slowRecord) RecordCreatedThenBegin(ctx context.Context, batchID, attemptID int64, ids map[int64]string, outcome paysync.AttemptOutcome, next int64, items int) (int64, error) {
 	l.wait(ctx, batchID)
 	return l.Ledger.RecordCreatedThenBegin(ctx, batchID, attemptID, ids, outcome, next, items)
 }
@@ -702,7 +702,7 @@ func TestDeliverer_CrashAfterNextBatchBegun(t *testing.T) {
 	if err := d.Deliver(ctx(t), rep.Batches); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Deliver = %v, want the cut-off call's error", err)
 	}
-	if b, err := e.led.Batch(ctx(t), rep.Batches[1]); err != nil || b.State != ledger.BatchSending || b.Attempts != 1 {
+	if b, err := e.led.Batch(ctx(t), rep.Batches[1]); err != nil || b.State != paysync.BatchSending || b.Attempts != 1 {
 		t.Fatalf("second batch = %+v, %v; want sending, begun with the first one's result", b, err)
 	}
 	if n := len(e.sandboxParts()); n != 3 {

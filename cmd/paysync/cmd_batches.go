@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/ledger"
 )
 
@@ -93,7 +94,7 @@ func runBatches(ctx context.Context, args []string, io stdio, env lookupEnv) err
 	if err != nil {
 		return err
 	}
-	bs, err := l.ListBatches(ctx, ledger.BatchFilter{State: state, Since: t})
+	bs, err := l.ListBatches(ctx, ledger.BatchFilter{State: paysync.BatchState(state), Since: t})
 	if err != nil {
 		return err
 	}
@@ -109,7 +110,7 @@ func runBatches(ctx context.Context, args []string, io stdio, env lookupEnv) err
 	}
 	tb := newTable(io.out, "BATCH", "IMPORT", "COMPANY", "STATE", "PAY PARTS", "CREATED", "REJECTED", "DELETED/GONE", "ATTEMPTS", "UPDATED", "LAST ERROR")
 	for _, b := range bs {
-		tb.row(fmt.Sprint(b.ID), fmt.Sprint(b.SourceID), b.CompanyID, b.State, fmt.Sprint(b.Items), fmt.Sprint(b.Created), fmt.Sprint(b.Rejected),
+		tb.row(fmt.Sprint(b.ID), fmt.Sprint(b.SourceID), b.CompanyID, string(b.State), fmt.Sprint(b.Items), fmt.Sprint(b.Created), fmt.Sprint(b.Rejected),
 			fmt.Sprintf("%d/%d", b.Deleted, b.Gone), fmt.Sprint(b.Attempts), b.UpdatedAt.Local().Format("2006-01-02 15:04:05"), truncate(b.LastError, 60))
 	}
 	return tb.flush()
@@ -149,7 +150,7 @@ func showBatch(ctx context.Context, l *ledger.Ledger, id int64, asJSON bool, io 
 		for _, e := range it.Entries {
 			from = append(from, fmt.Sprintf("%s:%d (%s)", e.Source, e.Line, e.EntryID))
 		}
-		tb.row(fmt.Sprint(it.ID), dash(it.PayrollID), it.State, it.EmployeeName, it.Code, num(it.Units), num(it.Rate), num(it.Amount), strings.Join(from, ", "))
+		tb.row(fmt.Sprint(it.ID), dash(it.PayrollID), string(it.State), it.EmployeeName, it.Code, num(it.Units), num(it.Rate), num(it.Amount), strings.Join(from, ", "))
 	}
 	if err := tb.flush(); err != nil {
 		return err
@@ -158,7 +159,7 @@ func showBatch(ctx context.Context, l *ledger.Ledger, id int64, asJSON bool, io 
 		fmt.Fprintln(w, "\nattempts:")
 		tb := newTable(w, "  #", "OP", "ITEMS", "STARTED", "OUTCOME", "ERROR")
 		for _, a := range d.Log {
-			tb.row(fmt.Sprintf("  %d", a.ID), a.Op, fmt.Sprint(a.Items), a.StartedAt.Local().Format("15:04:05.000"), a.Outcome, truncate(a.Error, 70))
+			tb.row(fmt.Sprintf("  %d", a.ID), string(a.Op), fmt.Sprint(a.Items), a.StartedAt.Local().Format("15:04:05.000"), string(a.Outcome), truncate(a.Error, 70))
 		}
 		return tb.flush()
 	}
@@ -216,7 +217,7 @@ func runImports(ctx context.Context, args []string, io stdio, env lookupEnv) err
 	}
 	tb := newTable(io.out, "IMPORT", "KIND", "NAME", "FORMAT", "ENTRIES", "DUPLICATES", "REJECTS", "RECEIVED")
 	for _, s := range ss {
-		tb.row(fmt.Sprint(s.ID), s.Kind, s.Name, s.Format, fmt.Sprint(s.Entries), fmt.Sprint(s.Duplicates), fmt.Sprint(s.Rejects), s.ReceivedAt.Local().Format("2006-01-02 15:04:05"))
+		tb.row(fmt.Sprint(s.ID), string(s.Kind), s.Name, s.Format, fmt.Sprint(s.Entries), fmt.Sprint(s.Duplicates), fmt.Sprint(s.Rejects), s.ReceivedAt.Local().Format("2006-01-02 15:04:05"))
 	}
 	return tb.flush()
 }
@@ -247,7 +248,7 @@ func showImport(ctx context.Context, l *ledger.Ledger, id int64, asJSON bool, io
 	fmt.Fprintf(w, "%d entries, %d duplicates, %d rejects\n\n", s.Entries, s.Duplicates, s.Rejects)
 	tb := newTable(w, "BATCH", "COMPANY", "STATE", "PAY PARTS", "CREATED", "REJECTED", "DELETED/GONE")
 	for _, b := range d.Batches {
-		tb.row(fmt.Sprint(b.ID), b.CompanyID, b.State, fmt.Sprint(b.Items), fmt.Sprint(b.Created), fmt.Sprint(b.Rejected), fmt.Sprintf("%d/%d", b.Deleted, b.Gone))
+		tb.row(fmt.Sprint(b.ID), b.CompanyID, string(b.State), fmt.Sprint(b.Items), fmt.Sprint(b.Created), fmt.Sprint(b.Rejected), fmt.Sprintf("%d/%d", b.Deleted, b.Gone))
 	}
 	if err := tb.flush(); err != nil {
 		return err

@@ -10,21 +10,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/paysync/paysync/internal/natstest"
 	"github.com/paysync/paysync/worker/stream"
 )
 
 func TestCLI_DeadLetters(t *testing.T) {
-	ns := natsServer(t, t.TempDir(), -1)
+	ns := natstest.Start(t)
 	env := map[string]string{"NATS_URL": ns.ClientURL()}
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Connect(t, ns.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 

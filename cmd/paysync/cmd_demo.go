@@ -113,7 +113,7 @@ func runDemo(ctx context.Context, args []string, io stdio, _ lookupEnv) error {
 	}
 	tb := newTable(w, "BATCH", "IMPORT", "COMPANY", "STATE", "PAY PARTS", "CREATED", "DELETED/GONE")
 	for _, b := range bs {
-		tb.row(fmt.Sprint(b.ID), fmt.Sprint(b.SourceID), b.CompanyID, b.State, fmt.Sprint(b.Items), fmt.Sprint(b.Created), fmt.Sprintf("%d/%d", b.Deleted, b.Gone))
+		tb.row(fmt.Sprint(b.ID), fmt.Sprint(b.SourceID), b.CompanyID, string(b.State), fmt.Sprint(b.Items), fmt.Sprint(b.Created), fmt.Sprintf("%d/%d", b.Deleted, b.Gone))
 	}
 	if err := tb.flush(); err != nil {
 		return err
@@ -125,7 +125,7 @@ func runDemo(ctx context.Context, args []string, io stdio, _ lookupEnv) error {
 	fmt.Fprintln(w)
 	tb = newTable(w, "ATTEMPT", "BATCH", "OP", "ITEMS", "OUTCOME")
 	for _, a := range atts {
-		tb.row(fmt.Sprint(a.ID), fmt.Sprint(a.BatchID), a.Op, fmt.Sprint(a.Items), a.Outcome)
+		tb.row(fmt.Sprint(a.ID), fmt.Sprint(a.BatchID), string(a.Op), fmt.Sprint(a.Items), string(a.Outcome))
 	}
 	if err := tb.flush(); err != nil {
 		return err

@@ -454,7 +454,7 @@ func (d *doctor) checkBatches(ctx context.Context) {
 		d.r.skip(name, "the ledger did not open (see ledger)")
 		return
 	}
-	failed, err := d.led.ListBatches(ctx, ledger.BatchFilter{State: ledger.BatchFailed})
+	failed, err := d.led.ListBatches(ctx, ledger.BatchFilter{State: paysync.BatchFailed})
 	if err != nil {
 		d.r.fail(name, err.Error(), doctorLedgerFix(err, d.led.Path()))
 		return
@@ -465,7 +465,7 @@ func (d *doctor) checkBatches(ctx context.Context) {
 		return
 	}
 	var unsettled int
-	for _, st := range []string{ledger.BatchSending, ledger.BatchReverting} {
+	for _, st := range []paysync.BatchState{paysync.BatchSending, paysync.BatchReverting} {
 		bs, err := d.led.ListBatches(ctx, ledger.BatchFilter{State: st})
 		if err != nil {
 			d.r.fail(name, err.Error(), doctorLedgerFix(err, d.led.Path()))
@@ -1088,7 +1088,7 @@ func doctorRedactURLs(s string) string {
 
 type doctorImporter struct{}
 
-func (doctorImporter) Import(context.Context, string, string, []byte) (worker.Report, error) {
+func (doctorImporter) Import(context.Context, paysync.SourceKind, string, []byte) (worker.Report, error) {
 	return worker.Report{}, errors.New("doctor: no imports")
 }
 

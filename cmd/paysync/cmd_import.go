@@ -202,7 +202,7 @@ func planImport(ctx context.Context, s *session, rules *mapping.Rules, company s
 		rep.PayParts = append(rep.PayParts, pp)
 		return nil
 	}
-	preview := func(ctx context.Context, kind, name string, r io.Reader) (worker.Report, error) {
+	preview := func(ctx context.Context, kind paysync.SourceKind, name string, r io.Reader) (worker.Report, error) {
 		return im.PreviewFrom(ctx, kind, name, r, add)
 	}
 	omitted := 0

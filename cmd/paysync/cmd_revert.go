@@ -104,7 +104,7 @@ func runRevert(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	var ids []int64
 	var items []ledger.Item
 	for _, b := range bs {
-		if b.State == ledger.BatchSplit {
+		if b.State == paysync.BatchSplit {
 			continue
 		}
 		ids = append(ids, b.ID)
@@ -113,7 +113,7 @@ func runRevert(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 			return err
 		}
 		for _, it := range its {
-			if it.State == ledger.PartCreated {
+			if it.State == paysync.PartCreated {
 				items = append(items, it)
 			}
 		}
@@ -228,12 +228,12 @@ func runReplay(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 		if err != nil {
 			return err
 		}
-		if src.Status == "rejected" {
+		if src.Status == paysync.SourceRejected {
 			// Its input is taken again the way it came: a message as the
 			// daemon takes messages (for the subject's company), a file as
 			// the inbox takes files.
 			drive := func(preview func(paysync.PlannedPayPart) error) (worker.Report, error) {
-				if src.Kind == "nats" {
+				if src.Kind == paysync.SourceNATS {
 					mi := &worker.MessageImporter{L: s.led, Mapper: mapper, Rules: rules, Wire: schema, BatchSize: cfg.BatchSize}
 					return worker.RedriveMessage(ctx, s.led, mi, d, src, stream.CompanyOf(src.Name), preview)
 				}
@@ -354,7 +354,7 @@ func unfinishedOf(ctx context.Context, l *ledger.Ledger, ids []int64) (int, erro
 		}
 		for _, b := range fam {
 			switch b.State {
-			case ledger.BatchPending, ledger.BatchSending, ledger.BatchFailed:
+			case paysync.BatchPending, paysync.BatchSending, paysync.BatchFailed:
 				n++
 			}
 		}
@@ -402,14 +402,14 @@ func redrive(ctx context.Context, s *session, d *worker.Deliverer, finishLeftove
 	for _, p := range rep.ProblemList() {
 		sum.Problems = append(sum.Problems, toProblemJSON(p)...)
 	}
-	if rep.ImportID != 0 && src.Kind != "nats" { // a message's pay parts join batches of others: RedriveMessage names them
+	if rep.ImportID != 0 && src.Kind != paysync.SourceNATS { // a message's pay parts join batches of others: RedriveMessage names them
 		bs, err := s.led.BatchesOfSource(ctx, rep.ImportID)
 		if err != nil {
 			return err
 		}
 		rep.Batches = rep.Batches[:0]
 		for _, b := range bs {
-			if b.State != ledger.BatchSplit { // its children are listed
+			if b.State != paysync.BatchSplit { // its children are listed
 				rep.Batches = append(rep.Batches, b.ID)
 			}
 		}

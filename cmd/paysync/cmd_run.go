@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/mapping"
 	"github.com/paysync/paysync/metrics"
 	"github.com/paysync/paysync/payroll"
@@ -32,10 +33,10 @@ import (
 type planOnly struct {
 	im   *worker.Importer
 	wake func()
-	obs  func(kind string, rep worker.Report)
+	obs  func(kind paysync.SourceKind, rep worker.Report)
 }
 
-func (p planOnly) Import(ctx context.Context, kind, name string, payload []byte) (worker.Report, error) {
+func (p planOnly) Import(ctx context.Context, kind paysync.SourceKind, name string, payload []byte) (worker.Report, error) {
 	rep, err := p.im.Plan(ctx, kind, name, payload)
 	if err == nil {
 		p.obs(kind, rep)
@@ -46,7 +47,7 @@ func (p planOnly) Import(ctx context.Context, kind, name string, payload []byte)
 
 // ImportFrom streams an inbox file into the ledger (worker/inbox's
 // StreamImporter): a file is never whole in memory.
-func (p planOnly) ImportFrom(ctx context.Context, kind, name string, r goio.Reader) (worker.Report, error) {
+func (p planOnly) ImportFrom(ctx context.Context, kind paysync.SourceKind, name string, r goio.Reader) (worker.Report, error) {
 	rep, err := p.im.PlanFrom(ctx, kind, name, r)
 	if err == nil {
 		p.obs(kind, rep)
@@ -60,7 +61,7 @@ func (p planOnly) ImportFrom(ctx context.Context, kind, name string, r goio.Read
 type natsSink struct {
 	mi   *worker.MessageImporter
 	wake func()
-	obs  func(kind string, rep worker.Report)
+	obs  func(kind paysync.SourceKind, rep worker.Report)
 }
 
 func (s natsSink) Commit(ctx context.Context, m stream.Message) (stream.Outcome, error) {
@@ -71,7 +72,7 @@ func (s natsSink) Commit(ctx context.Context, m stream.Message) (stream.Outcome,
 func (s natsSink) CommitBatch(ctx context.Context, ms []stream.Message) []stream.Result {
 	in := make([]worker.Message, len(ms))
 	for i, m := range ms {
-		in[i] = worker.Message{Kind: "nats", Name: m.Subject, Company: stream.CompanyOf(m.Subject), Payload: m.Data, Received: m.Stored}
+		in[i] = worker.Message{Kind: paysync.SourceNATS, Name: m.Subject, Company: stream.CompanyOf(m.Subject), Payload: m.Data, Received: m.Stored}
 	}
 	out := make([]stream.Result, len(ms))
 	reps, errs, err := s.mi.Plan(ctx, in)
@@ -86,7 +87,7 @@ func (s natsSink) CommitBatch(ctx context.Context, ms []stream.Message) []stream
 			out[i].Err = errs[i]
 			continue
 		}
-		s.obs("nats", rep)
+		s.obs(paysync.SourceNATS, rep)
 		out[i].Outcome, out[i].Err = natsOutcome(rep)
 	}
 	s.wake()
@@ -194,11 +195,11 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 	d.OnBatch, d.OnPayParts = m.ObserveBatch, m.ObservePayParts
 	pipe := &worker.Pipeline{L: s.led, D: d, Linger: cfg.BatchLinger, InFlight: cfg.InFlight, Log: log}
 	pipe.Init()
-	observe := func(kind string, rep worker.Report) {
-		m.Entries.WithLabelValues(kind, "duplicate").Add(float64(rep.Duplicates))
-		m.Entries.WithLabelValues(kind, "rejected").Add(float64(len(rep.ProblemList())))
+	observe := func(kind paysync.SourceKind, rep worker.Report) {
+		m.Entries.WithLabelValues(string(kind), "duplicate").Add(float64(rep.Duplicates))
+		m.Entries.WithLabelValues(string(kind), "rejected").Add(float64(len(rep.ProblemList())))
 		if rep.ImportID != 0 && !rep.Duplicate {
-			m.Entries.WithLabelValues(kind, "committed").Add(float64(max(0, rep.Entries-rep.Duplicates)))
+			m.Entries.WithLabelValues(string(kind), "committed").Add(float64(max(0, rep.Entries-rep.Duplicates)))
 		}
 	}
 

@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/paysync/paysync/ledger"
+	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/mapping"
 	"github.com/paysync/paysync/worker"
 )
@@ -155,7 +155,7 @@ func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []s
 			if err == nil {
 				rep.Batches = rep.Batches[:0]
 				for _, b := range batches {
-					if b.State == ledger.BatchSplit {
+					if b.State == paysync.BatchSplit {
 						continue
 					}
 					rep.Batches = append(rep.Batches, b.ID)
@@ -163,7 +163,7 @@ func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []s
 					// Only what still owes work: a batch reverted (or
 					// replayed after a revert) is finished.
 					switch b.State {
-					case ledger.BatchPending, ledger.BatchSending, ledger.BatchFailed:
+					case paysync.BatchPending, paysync.BatchSending, paysync.BatchFailed:
 						sum.Unfinished++
 					}
 				}
@@ -202,18 +202,18 @@ func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []s
 // input that cannot be read (nothing of it committed) is a problem: what
 // is wrong.
 // plan is Importer.PlanFrom, or PreviewFrom for a dry run.
-type planFunc func(ctx context.Context, kind, name string, r io.Reader) (worker.Report, error)
+type planFunc func(ctx context.Context, kind paysync.SourceKind, name string, r io.Reader) (worker.Report, error)
 
 func importInput(ctx context.Context, plan planFunc, name string, stdin io.Reader) (rep worker.Report, unreadable string, err error) {
 	if name == "-" {
-		rep, err = plan(ctx, "stdin", "stdin", &cappedReader{r: stdin, n: maxStdinBytes})
+		rep, err = plan(ctx, paysync.SourceStdin, "stdin", &cappedReader{r: stdin, n: maxStdinBytes})
 	} else {
 		f, oerr := os.Open(name)
 		if oerr != nil {
 			return rep, fmt.Sprintf("cannot open: %v", unwrapPath(oerr)), nil
 		}
 		defer f.Close()
-		rep, err = plan(ctx, "file", name, f)
+		rep, err = plan(ctx, paysync.SourceFile, name, f)
 	}
 	var ie *worker.InputError
 	switch {

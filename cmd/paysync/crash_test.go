@@ -540,12 +540,12 @@ func (c *crashEnv) checkLedgerImported(t *testing.T, entries []crashEntry, seede
 	byEntry := map[string]int{}
 	items := 0
 	for _, d := range ledgerItems(t, l) {
-		if d.State != ledger.BatchCreated {
+		if d.State != paysync.BatchCreated {
 			t.Errorf("batch %d is %s, want created (last error %q):%s", d.ID, d.State, d.LastError, attemptLog(d))
 		}
 		for _, it := range d.Items {
 			items++
-			if it.State != ledger.PartCreated || it.PayrollID == "" {
+			if it.State != paysync.PartCreated || it.PayrollID == "" {
 				t.Errorf("batch %d pay part %d is %s with payroll id %q, want created with an id:%s", d.ID, it.ID, it.State, it.PayrollID, attemptLog(d))
 				continue
 			}
@@ -728,18 +728,18 @@ func TestCrash_Revert(t *testing.T) {
 		l := openLedger(t, c.ledger)
 		var deleted, gone []string
 		for _, d := range ledgerItems(t, l) {
-			if d.State != ledger.BatchReverted {
+			if d.State != paysync.BatchReverted {
 				t.Errorf("batch %d is %s, want reverted (last error %q):%s", d.ID, d.State, d.LastError, attemptLog(d))
 			}
 			var misGone, misDeleted []string
 			for _, it := range d.Items {
 				switch it.State {
-				case ledger.PartDeleted:
+				case paysync.PartDeleted:
 					deleted = append(deleted, it.PayrollID)
 					if byHand[it.PayrollID] {
 						misDeleted = append(misDeleted, fmt.Sprintf("%d (%s)", it.ID, it.PayrollID))
 					}
-				case ledger.PartGone:
+				case paysync.PartGone:
 					gone = append(gone, it.PayrollID)
 					if !byHand[it.PayrollID] {
 						misGone = append(misGone, fmt.Sprintf("%d (%s)", it.ID, it.PayrollID))
@@ -815,7 +815,7 @@ func TestCrash_Replay(t *testing.T) {
 		l := openLedger(t, c.ledger)
 		for _, d := range ledgerItems(t, l) {
 			switch d.State {
-			case ledger.BatchCreated, ledger.BatchReverted, ledger.BatchSplit:
+			case paysync.BatchCreated, paysync.BatchReverted, paysync.BatchSplit:
 			default:
 				t.Errorf("batch %d is %s (last error %q):%s", d.ID, d.State, d.LastError, attemptLog(d))
 			}

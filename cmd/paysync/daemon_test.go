@@ -45,6 +45,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/paysync/paysync"
+	"github.com/paysync/paysync/internal/natstest"
 	"github.com/paysync/paysync/ledger"
 	"github.com/paysync/paysync/payroll/sandbox"
 	"github.com/paysync/paysync/worker/stream"
@@ -111,7 +112,7 @@ type natsDriver struct {
 const daemonSubjectSource = "daemontest"
 
 func newNATSDriver(t *testing.T) sourceDriver {
-	ns := natsServer(t, t.TempDir(), -1)
+	ns := natstest.Start(t)
 	d := &natsDriver{url: ns.ClientURL()}
 	nc, err := nats.Connect(d.url)
 	if err != nil {
@@ -598,7 +599,7 @@ func (h *daemonHarness) checkLedger(t *testing.T, n int) []ledger.Batch {
 	}
 	created, items := 0, 0
 	for _, b := range bs {
-		if b.State != ledger.BatchCreated || b.Pending != 0 {
+		if b.State != paysync.BatchCreated || b.Pending != 0 {
 			t.Errorf("batch %d: state %s, %d pending (want created, 0 pending; last error %q)", b.ID, b.State, b.Pending, b.LastError)
 		}
 		created += b.Created
@@ -626,7 +627,7 @@ func (h *daemonHarness) attemptOutcomes(t *testing.T, bs []ledger.Batch) map[str
 			t.Fatal(err)
 		}
 		for _, a := range d.Log {
-			out[a.Op+"/"+a.Outcome]++
+			out[string(a.Op)+"/"+string(a.Outcome)]++
 		}
 	}
 	return out
@@ -875,17 +876,9 @@ func daemonRestartIdle(t *testing.T, h *daemonHarness) {
 // TestPublish_CLI: `paysync publish` twice against an embedded server; the
 // second time the server drops every entry as a duplicate (Nats-Msg-Id).
 func TestPublish_CLI(t *testing.T) {
-	ns := natsServer(t, t.TempDir(), -1)
+	ns := natstest.Start(t)
 	// `paysync run` creates the stream; publish does not. Create it as run would.
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Connect(t, ns.ClientURL())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream.DefaultStream, Subjects: []string{stream.DefaultSubject},

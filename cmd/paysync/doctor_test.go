@@ -14,6 +14,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/paysync/paysync"
+	"github.com/paysync/paysync/internal/natstest"
 	"github.com/paysync/paysync/ledger"
 	"github.com/paysync/paysync/payroll/sandbox"
 )
@@ -56,7 +58,7 @@ func doctorLine(t *testing.T, out, name string) (sym, line string) {
 func healthyDoctorEnv(t *testing.T, opts sandbox.Options) (sandboxEnv, map[string]string) {
 	t.Helper()
 	s := startSandbox(t, opts)
-	ns := natsServer(t, t.TempDir(), -1)
+	ns := natstest.Start(t)
 	env := with(s.env, "PAYSYNC_LEDGER", filepath.Join(t.TempDir(), "ledger.db"), "PAYSYNC_MAPPING", doctorExampleRules,
 		"NATS_URL", ns.ClientURL(), "PAYSYNC_INBOX", t.TempDir(), "PAYSYNC_LOG_LEVEL", "error")
 	delete(env, "PAYSYNC_TOKEN_FILE") // the rotated token lives in the ledger
@@ -255,7 +257,7 @@ func doctorFailBatch(t *testing.T, env map[string]string) {
 	if err != nil || len(bs) == 0 {
 		t.Fatalf("batches: %v %d", err, len(bs))
 	}
-	if err := l.SetBatchState(context.Background(), bs[0].ID, ledger.BatchFailed, "payroll: create pay parts: not applied: HTTP 503"); err != nil {
+	if err := l.SetBatchState(context.Background(), bs[0].ID, paysync.BatchFailed, "payroll: create pay parts: not applied: HTTP 503"); err != nil {
 		t.Fatal(err)
 	}
 }

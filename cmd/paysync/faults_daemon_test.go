@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/ledger"
 	"github.com/paysync/paysync/payroll/sandbox"
 )
@@ -107,7 +108,7 @@ func TestDaemon_PayrollFaults(t *testing.T) {
 			}
 			var rejected []string
 			for _, s := range srcs {
-				if s.Status == "rejected" {
+				if s.Status == paysync.SourceRejected {
 					rejected = append(rejected, fmt.Sprintf("%d %s", s.ID, s.Name))
 				}
 			}

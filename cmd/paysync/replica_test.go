@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/paysync/paysync"
+	"github.com/paysync/paysync/internal/natstest"
 	"github.com/paysync/paysync/ledger"
 	"github.com/paysync/paysync/payroll/sandbox"
 	"github.com/paysync/paysync/worker/stream"
@@ -84,8 +85,8 @@ func commitWork(t *testing.T, l *ledger.Ledger, company, employee, id string) in
 	}
 	payload := []byte(id)
 	c, err := l.CommitImport(t.Context(), ledger.ImportIntent{
-		Source:  &ledger.NewSource{Kind: "file", Name: e.Source, Format: "json", Hash: ledger.HashPayload(payload), Payload: payload},
-		Entries: []ledger.NewEntry{{Entry: e, Hash: h, Status: ledger.EntryMapped}},
+		Source:  &ledger.NewSource{Kind: paysync.SourceFile, Name: e.Source, Format: "json", Hash: ledger.HashPayload(payload), Payload: payload},
+		Entries: []ledger.NewEntry{{Entry: e, Hash: h, Status: paysync.EntryMapped}},
 		PayParts: []paysync.PlannedPayPart{{CompanyID: company, Entries: []paysync.EntryRef{e.Ref()},
 			PayPartInput: paysync.PayPartInput{EmployeeID: employee, Code: "T1", Numbers: paysync.Numbers{Units: paysync.Dec("1")}}}},
 	})
@@ -114,7 +115,7 @@ func TestLedger_CompaniesWithWork(t *testing.T) {
 		if err != nil || len(items) != 1 {
 			t.Fatalf("items of %d: %v, %v", batch, items, err)
 		}
-		if err := l.RecordCreated(ctx, batch, 0, map[int64]string{items[0].ID: payrollID}, "ok"); err != nil {
+		if err := l.RecordCreated(ctx, batch, 0, map[int64]string{items[0].ID: payrollID}, paysync.AttemptOK); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -123,20 +124,20 @@ func TestLedger_CompaniesWithWork(t *testing.T) {
 	// and reverted.
 	created(commitWork(t, l, "A", "a1", "a-1"), "pa")
 	commitWork(t, l, "B", "b1", "b-1")
-	if _, err := l.BeginAttempt(ctx, commitWork(t, l, "C", "c1", "c-1"), "create", 1); err != nil {
+	if _, err := l.BeginAttempt(ctx, commitWork(t, l, "C", "c1", "c-1"), paysync.AttemptCreate, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.SetBatchState(ctx, commitWork(t, l, "D", "d1", "d-1"), ledger.BatchFailed, "gave up"); err != nil {
+	if err := l.SetBatchState(ctx, commitWork(t, l, "D", "d1", "d-1"), paysync.BatchFailed, "gave up"); err != nil {
 		t.Fatal(err)
 	}
 	e := commitWork(t, l, "E", "e1", "e-1")
 	created(e, "pe")
-	if _, err := l.BeginAttempt(ctx, e, "delete", 1); err != nil {
+	if _, err := l.BeginAttempt(ctx, e, paysync.AttemptDelete, 1); err != nil {
 		t.Fatal(err)
 	}
 	f := commitWork(t, l, "F", "f1", "f-1")
 	created(f, "pf")
-	if err := l.SetBatchState(ctx, f, ledger.BatchReverted, ""); err != nil {
+	if err := l.SetBatchState(ctx, f, paysync.BatchReverted, ""); err != nil {
 		t.Fatal(err)
 	}
 	got, err := l.CompaniesWithWork(ctx)
@@ -205,7 +206,7 @@ func (d *daemon) stop(t *testing.T) {
 func TestReplicas_TwoWorkers(t *testing.T) {
 	const n = 600
 	s := startSandbox(t, sandbox.Options{})
-	ns := natsServer(t, t.TempDir(), -1)
+	ns := natstest.Start(t)
 	url := ns.ClientURL()
 	dir := t.TempDir()
 	base := with(s.env, "NATS_URL", url, "PAYSYNC_BATCH_LINGER", "100ms", "PAYSYNC_RATE_LIMIT", "1000", "PAYSYNC_LOG_LEVEL", "error")
@@ -291,7 +292,7 @@ func TestReplicas_TwoWorkers(t *testing.T) {
 		}
 		created := 0
 		for _, bt := range bs {
-			if bt.CompanyID != r.company || bt.State != ledger.BatchCreated {
+			if bt.CompanyID != r.company || bt.State != paysync.BatchCreated {
 				t.Errorf("%s: batch %d of company %s is %s; want only %s's batches, created", r.durable, bt.ID, bt.CompanyID, bt.State, r.company)
 			}
 			created += bt.Created
@@ -315,7 +316,7 @@ func TestReplicas_TwoWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	inDoubt := commitWork(t, l, a.company, sandbox.EmpMetteHansen, "in-doubt")
-	if _, err := l.BeginAttempt(t.Context(), inDoubt, "create", 1); err != nil {
+	if _, err := l.BeginAttempt(t.Context(), inDoubt, paysync.AttemptCreate, 1); err != nil {
 		t.Fatal(err)
 	}
 	l.Close()
@@ -342,7 +343,7 @@ func TestReplicas_TwoWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if bt, err := l.Batch(t.Context(), inDoubt); err != nil || bt.State != ledger.BatchSending {
+	if bt, err := l.Batch(t.Context(), inDoubt); err != nil || bt.State != paysync.BatchSending {
 		t.Errorf("the batch in doubt is %s, %v after the refused start; want sending, untouched", bt.State, err)
 	}
 	cons, err := js.Consumer(t.Context(), stream.DefaultStream, a.durable)

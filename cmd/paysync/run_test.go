@@ -16,10 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/paysync/paysync"
+	"github.com/paysync/paysync/internal/natstest"
 	"github.com/paysync/paysync/payroll/sandbox"
 	"github.com/paysync/paysync/worker/stream"
 )
@@ -28,22 +27,6 @@ import (
 // every message is its own ledger transaction); run with
 // -args -run.entries=10000 for the figure.
 var runEntries = flag.Int("run.entries", 2000, "entries TestRun_NATS publishes")
-
-// natsServer starts an embedded JetStream server storing in dir on port
-// (-1: any).
-func natsServer(t *testing.T, dir string, port int) *server.Server {
-	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns
-}
 
 func freeAddr(t *testing.T) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -94,26 +77,18 @@ func TestRun_NATS(t *testing.T) {
 	n := *runEntries
 	s := startSandbox(t, sandbox.Options{})
 	storeDir := t.TempDir()
-	ns := natsServer(t, storeDir, -1)
-	port := ns.Addr().(*net.TCPAddr).Port
+	ns := natstest.Start(t, natstest.WithStoreDir(storeDir))
+	port := natstest.Port(t, ns)
 	url := ns.ClientURL()
 	httpAddr := freeAddr(t)
 	env := with(s.env, "NATS_URL", url, "PAYSYNC_LEDGER", filepath.Join(t.TempDir(), "ledger.db"), "PAYSYNC_HTTP_ADDR", httpAddr,
 		"PAYSYNC_BATCH_LINGER", "100ms", "PAYSYNC_RATE_LIMIT", "1000", "PAYSYNC_COMPANY_ID", sandbox.CompanyNordlys, "PAYSYNC_LOG_LEVEL", "error")
 	delete(env, "PAYSYNC_TOKEN_FILE")
 
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, js := natstest.Connect(t, url)
 	// Dead letters go to a stream of their own (as docs/runbook.md
 	// recommends): a core subscription would miss those published while
 	// this client reconnects after the server restart below.
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	dlq, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: "DEADLETTER", Subjects: []string{"paysync.deadletter"}, Storage: jetstream.FileStorage})
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +143,7 @@ func TestRun_NATS(t *testing.T) {
 		if i == n/2 { // the NATS server restarts mid-stream (same store)
 			ns.Shutdown()
 			ns.WaitForShutdown()
-			ns = natsServer(t, storeDir, port)
+			ns = natstest.Start(t, natstest.WithStoreDir(storeDir), natstest.WithPort(port))
 			waitFor(t, "publisher reconnect", 10*time.Second, nc.IsConnected)
 		}
 	}
@@ -193,7 +168,7 @@ func TestRun_NATS(t *testing.T) {
 	ns.Shutdown()
 	ns.WaitForShutdown()
 	waitFor(t, "not ready without NATS", 10*time.Second, func() bool { c, _ := httpGet("http://" + httpAddr + "/readyz"); return c == 503 })
-	ns = natsServer(t, storeDir, port)
+	ns = natstest.Start(t, natstest.WithStoreDir(storeDir), natstest.WithPort(port))
 	waitFor(t, "ready again", 20*time.Second, func() bool { c, _ := httpGet("http://" + httpAddr + "/readyz"); return c == 200 })
 
 	cancel()

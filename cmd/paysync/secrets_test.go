@@ -25,7 +25,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
+	"github.com/paysync/paysync/internal/natstest"
 	"github.com/paysync/paysync/ledger"
 	"github.com/paysync/paysync/payroll"
 	"github.com/paysync/paysync/payroll/sandbox"
@@ -163,23 +163,6 @@ func secretTokenProxy(t *testing.T, target string, sec *secretSet) string {
 	srv := httptest.NewServer(rp)
 	t.Cleanup(srv.Close)
 	return srv.URL
-}
-
-// secretNATS starts an embedded JetStream server that wants user and
-// password.
-func secretNATS(t *testing.T, user, pass string) *server.Server {
-	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
-		Username: user, Password: pass, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns
 }
 
 // secretBuf is a bytes.Buffer safe to read while a process writes to it.
@@ -424,7 +407,7 @@ func TestSecrets_NeverLeak(t *testing.T) {
 	}
 
 	// NATS with user and password; the URL carries them (URL-encoded).
-	ns := secretNATS(t, natsUser, natsPass)
+	ns := natstest.Start(t, natstest.WithUser(natsUser, natsPass))
 	natsHostPort := ns.Addr().String()
 	natsURL := "nats://" + url.UserPassword(natsUser, natsPass).String() + "@" + natsHostPort
 	closedURL := "nats://" + url.UserPassword(natsUser, natsPass).String() + "@" + freeAddr(t)

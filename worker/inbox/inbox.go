@@ -20,13 +20,14 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/payroll"
 	"github.com/paysync/paysync/worker"
 )
 
 // FileImporter is what the inbox needs: *worker.Importer satisfies it.
 type FileImporter interface {
-	Import(ctx context.Context, kind, name string, payload []byte) (worker.Report, error)
+	Import(ctx context.Context, kind paysync.SourceKind, name string, payload []byte) (worker.Report, error)
 }
 
 // StreamImporter is an importer that reads a file as it imports it
@@ -35,7 +36,7 @@ type FileImporter interface {
 // Config.MaxFileSize. r can seek; reading it fails (and so must the
 // import, committing nothing) when the file changes meanwhile.
 type StreamImporter interface {
-	ImportFrom(ctx context.Context, kind, name string, r io.Reader) (worker.Report, error)
+	ImportFrom(ctx context.Context, kind paysync.SourceKind, name string, r io.Reader) (worker.Report, error)
 }
 
 var (
@@ -805,7 +806,7 @@ func (in *Inbox) importFile(ctx context.Context, c candidate) (worker.Report, re
 	sf := &settledFile{f: f, info: c.info, max: in.limit(), fromStart: true}
 	sf.h.SetSeed(in.seed)
 	if si, ok := in.im.(StreamImporter); ok {
-		rep, err := si.ImportFrom(ctx, "file", "inbox/"+c.name, sf)
+		rep, err := si.ImportFrom(ctx, paysync.SourceFile, "inbox/"+c.name, sf)
 		var ie *worker.InputError
 		switch {
 		case errors.Is(err, errChanged):
@@ -822,7 +823,7 @@ func (in *Inbox) importFile(ctx context.Context, c candidate) (worker.Report, re
 	if err != nil {
 		return worker.Report{}, readSum{}, &readError{err}
 	}
-	rep, err := in.im.Import(ctx, "file", "inbox/"+c.name, b)
+	rep, err := in.im.Import(ctx, paysync.SourceFile, "inbox/"+c.name, b)
 	return rep, sf.sum(), err
 }
 

@@ -17,6 +17,7 @@ import (
 
 	_ "time/tzdata" // CRON_TZ zones even where the system has none
 
+	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/mapping"
 	"github.com/paysync/paysync/payroll"
 	"github.com/paysync/paysync/worker"
@@ -34,11 +35,12 @@ type fakeImporter struct {
 }
 
 type importCall struct {
-	kind, name string
-	payload    string
+	kind    paysync.SourceKind
+	name    string
+	payload string
 }
 
-func (f *fakeImporter) Import(ctx context.Context, kind, name string, payload []byte) (worker.Report, error) {
+func (f *fakeImporter) Import(ctx context.Context, kind paysync.SourceKind, name string, payload []byte) (worker.Report, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, importCall{kind, name, string(payload)})
 	n, respond := len(f.calls), f.respond
@@ -153,7 +155,7 @@ func TestInbox_Poll_settling(t *testing.T) {
 			t.Fatalf("second poll: %+v", res)
 		}
 		calls := im.Calls()
-		if len(calls) != 1 || calls[0] != (importCall{"file", "inbox/hours.csv", "a,b\n1,2\n"}) {
+		if len(calls) != 1 || calls[0] != (importCall{paysync.SourceFile, "inbox/hours.csv", "a,b\n1,2\n"}) {
 			t.Fatalf("calls = %+v", calls)
 		}
 		if got := ls(t, filepath.Join(dir, "processed")); !slices.Equal(got, []string{stamp + "-hours.csv", stamp + "-hours.csv.report.txt"}) {
@@ -612,7 +614,7 @@ func TestInbox_Poll_symlinks(t *testing.T) {
 	if outcomes(res)["in.csv"] != inbox.OutcomeProcessed {
 		t.Fatalf("second poll: %+v", res)
 	}
-	if calls := im.Calls(); len(calls) != 1 || calls[0] != (importCall{"file", "inbox/in.csv", "inside\n"}) {
+	if calls := im.Calls(); len(calls) != 1 || calls[0] != (importCall{paysync.SourceFile, "inbox/in.csv", "inside\n"}) {
 		t.Fatalf("calls = %+v", calls)
 	}
 	if fi, err := os.Lstat(filepath.Join(dir, "processed", stamp+"-in.csv")); err != nil || fi.Mode()&os.ModeSymlink == 0 {

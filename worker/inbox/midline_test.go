@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/mapping"
 	"github.com/paysync/paysync/worker"
 	"github.com/paysync/paysync/worker/inbox"
@@ -250,7 +251,7 @@ type callbackImporter struct {
 	after func()
 }
 
-func (c *callbackImporter) Import(ctx context.Context, kind, name string, payload []byte) (worker.Report, error) {
+func (c *callbackImporter) Import(ctx context.Context, kind paysync.SourceKind, name string, payload []byte) (worker.Report, error) {
 	rep, err := c.im.Import(ctx, kind, name, payload)
 	if c.after != nil {
 		after := c.after

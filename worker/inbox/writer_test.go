@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/payroll/sandbox"
 	"github.com/paysync/paysync/worker"
 	"github.com/paysync/paysync/worker/inbox"
@@ -67,7 +68,7 @@ type hookImporter struct {
 	after func()
 }
 
-func (h *hookImporter) ImportFrom(ctx context.Context, kind, name string, r io.Reader) (worker.Report, error) {
+func (h *hookImporter) ImportFrom(ctx context.Context, kind paysync.SourceKind, name string, r io.Reader) (worker.Report, error) {
 	rep, err := h.im.ImportFrom(ctx, kind, name, r)
 	if h.after != nil {
 		after := h.after
@@ -77,7 +78,7 @@ func (h *hookImporter) ImportFrom(ctx context.Context, kind, name string, r io.R
 	return rep, err
 }
 
-func (h *hookImporter) Import(ctx context.Context, kind, name string, payload []byte) (worker.Report, error) {
+func (h *hookImporter) Import(ctx context.Context, kind paysync.SourceKind, name string, payload []byte) (worker.Report, error) {
 	return h.ImportFrom(ctx, kind, name, bytes.NewReader(payload))
 }
 

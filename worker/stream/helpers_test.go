@@ -16,50 +16,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/paysync/paysync/internal/natstest"
 )
-
-// runServer starts an embedded nats-server with JetStream storing in dir,
-// on port (server.RANDOM_PORT for any).
-func runServer(t testing.TB, dir string, port int) *server.Server {
-	t.Helper()
-	return runServerWith(t, serverOptions(dir, port))
-}
-
-// serverOptions are runServer's options, for a test to change.
-func serverOptions(dir string, port int) *server.Options {
-	return &server.Options{
-		Host:      "127.0.0.1",
-		Port:      port,
-		JetStream: true,
-		StoreDir:  dir,
-		NoLog:     true,
-		NoSigs:    true,
-	}
-}
-
-// runServerWith starts an embedded nats-server with opts.
-func runServerWith(t testing.TB, opts *server.Options) *server.Server {
-	t.Helper()
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns
-}
-
-func serverPort(t testing.TB, ns *server.Server) int {
-	t.Helper()
-	addr, ok := ns.Addr().(*net.TCPAddr)
-	if !ok {
-		t.Fatalf("server address %v is not TCP", ns.Addr())
-	}
-	return addr.Port
-}
 
 // env is one embedded server and a plain client for publishing and
 // inspecting.
@@ -75,7 +34,7 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	dir := t.TempDir()
-	return envFor(t, dir, runServer(t, dir, server.RANDOM_PORT), "")
+	return envFor(t, dir, natstest.Start(t, natstest.WithStoreDir(dir)), "")
 }
 
 // envFor is an env on ns (storing in dir); userinfo ("user:password"),
@@ -86,15 +45,7 @@ func envFor(t *testing.T, dir string, ns *server.Server, userinfo string) *env {
 	if userinfo != "" {
 		url = strings.Replace(url, "nats://", "nats://"+userinfo+"@", 1)
 	}
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := natstest.Connect(t, url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	return &env{t: t, dir: dir, ns: ns, url: url, nc: nc, js: js}
 }
 

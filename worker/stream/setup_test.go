@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/paysync/paysync/internal/natstest"
 )
 
 // TestSource_StartRefusedStaysUp: a set-up the server refuses at Start
@@ -92,10 +94,10 @@ func TestSource_StartRefusedStaysUp(t *testing.T) {
 			noJS: true,
 			want: "jetstream not enabled",
 			fix: func(t *testing.T, e *env) {
-				port := serverPort(t, e.ns)
+				port := natstest.Port(t, e.ns)
 				e.ns.Shutdown()
 				e.ns.WaitForShutdown()
-				e.ns = runServer(t, e.dir, port)
+				e.ns = natstest.Start(t, natstest.WithStoreDir(e.dir), natstest.WithPort(port))
 				waitFor(t, 20*time.Second, "the test client to reconnect", e.nc.IsConnected)
 			},
 		},
@@ -103,9 +105,11 @@ func TestSource_StartRefusedStaysUp(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			opts := serverOptions(dir, server.RANDOM_PORT)
-			opts.JetStream = !tt.noJS
-			e := envFor(t, dir, runServerWith(t, opts), "")
+			opts := []natstest.Option{natstest.WithStoreDir(dir)}
+			if tt.noJS {
+				opts = append(opts, natstest.WithoutJetStream())
+			}
+			e := envFor(t, dir, natstest.Start(t, opts...), "")
 			cfg := e.config()
 			var logs *logCapture
 			cfg.Logger, logs = captureLogger(t)
@@ -167,16 +171,18 @@ func TestSource_StartRefusedStaysUp(t *testing.T) {
 // restriction.
 func denyStreamNames(t *testing.T) (e *env, cfg Config, allow func()) {
 	t.Helper()
-	dir := t.TempDir()
-	opts := serverOptions(dir, server.RANDOM_PORT)
 	users := func(deny ...string) []*server.User {
 		return []*server.User{
 			{Username: "paysync", Password: "pw", Permissions: &server.Permissions{Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: deny}}},
 			{Username: "admin", Password: "pw"},
 		}
 	}
-	opts.Users = users("$JS.API.STREAM.NAMES")
-	ns := runServerWith(t, opts)
+	dir := t.TempDir()
+	var opts *server.Options // as the server runs with them, for the reload
+	ns := natstest.Start(t, natstest.WithStoreDir(dir), natstest.WithOptions(func(o *server.Options) {
+		o.Users = users("$JS.API.STREAM.NAMES")
+		opts = o
+	}))
 	e = envFor(t, dir, ns, "admin:pw")
 	cfg = e.config()
 	cfg.URL = strings.Replace(ns.ClientURL(), "nats://", "nats://paysync:pw@", 1)

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/paysync/paysync"
+	"github.com/paysync/paysync/internal/natstest"
 )
 
 func TestSource_Start(t *testing.T) {
@@ -451,7 +451,7 @@ func TestSource_ServerRestart(t *testing.T) {
 // message is committed once; it returns the number of duplicates.
 func testServerRestart(t *testing.T, ackWait time.Duration) int {
 	e := newEnv(t)
-	port := serverPort(t, e.ns)
+	port := natstest.Port(t, e.ns)
 	sink := newSink()
 	sink.delay = 5 * time.Millisecond
 	var obs outcomes
@@ -474,7 +474,7 @@ func testServerRestart(t *testing.T, ackWait time.Duration) int {
 	time.Sleep(300 * time.Millisecond)
 
 	began := time.Now()
-	e.ns = runServer(t, e.dir, port)
+	e.ns = natstest.Start(t, natstest.WithStoreDir(e.dir), natstest.WithPort(port))
 	waitFor(t, 10*time.Second, "Connected() to turn true", func() bool { return s.Connected() })
 	t.Logf("committed %d before the shutdown; reconnected %v after the restart", atShutdown, time.Since(began))
 	waitFor(t, 10*time.Second, "the test client to reconnect", e.nc.IsConnected)
@@ -714,7 +714,7 @@ func TestSource_NATSDownAtStart(t *testing.T) {
 		t.Error("the password is in the log or the status")
 	}
 
-	ns := runServer(t, t.TempDir(), port)
+	ns := natstest.Start(t, natstest.WithPort(port))
 	waitFor(t, 20*time.Second, "Connected() to turn true", s.Connected)
 	if ok, reason := s.Status(); !ok || reason != "" {
 		t.Errorf("Status() = %v, %q once connected", ok, reason)
@@ -734,15 +734,7 @@ func TestSource_NATSDownAtStart(t *testing.T) {
 		t.Errorf("%d 'consuming' lines, want 1", n)
 	}
 
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Connect(t, ns.ClientURL())
 	pubCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := js.Publish(pubCtx, "timesheets.MV8x.toggl", []byte(`{"id":"t-1"}`), jetstream.WithMsgID("t-1")); err != nil {
@@ -758,7 +750,7 @@ func TestSource_NATSDownAtStart(t *testing.T) {
 	if _, reason := s.Status(); !strings.Contains(reason, "disconnected from nats://***@127.0.0.1") {
 		t.Errorf("Status() reason %q while disconnected", reason)
 	}
-	runServer(t, t.TempDir(), port)
+	natstest.Start(t, natstest.WithPort(port))
 	waitFor(t, 20*time.Second, "Connected() to turn true again", s.Connected)
 	waitFor(t, 10*time.Second, "the 'nats reconnected' line", func() bool { return logs.count("nats reconnected") > 0 })
 	if d, r := logs.count("nats disconnected"), logs.count("nats reconnected"); d != 1 || r != 1 {
