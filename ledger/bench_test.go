@@ -41,7 +41,7 @@ func benchIntent(b *testing.B, k, n int) ImportIntent {
 	pps := make([]paysync.PlannedPayPart, 0, n)
 	for i := range n {
 		e := ent(name, i+1, fmt.Sprintf("k%d-e%d", k, i), "7.5")
-		h, _, err := EntryHash(e)
+		h, _, err := paysync.EntryHash(e)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -171,7 +171,7 @@ func BenchmarkFloor_EntryRowsOnly(b *testing.B) {
 				var rowID int64
 				if err := st.queryRow(`INSERT INTO entries (source_id, entry_id, line, content_hash, data, status, note) VALUES (?, ?, ?, ?, ?, ?, ?)
 					ON CONFLICT (entry_id) DO UPDATE SET source_id = excluded.source_id WHERE entries.status <> 'mapped'
-					RETURNING id`, source, id, 1, hashHex([]byte(data)), []byte(data), paysync.EntryMapped, "").Scan(&rowID); err != nil {
+					RETURNING id`, source, id, 1, paysync.PayloadHash([]byte(data)), []byte(data), paysync.EntryMapped, "").Scan(&rowID); err != nil {
 					return err
 				}
 				n++

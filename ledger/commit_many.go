@@ -275,28 +275,17 @@ func (l *Ledger) commitImports(ctx context.Context, ins []ImportIntent, out []Co
 // SourcesByHash returns the committed sources among content hashes.
 func (l *Ledger) SourcesByHash(ctx context.Context, hashes []string) (map[string]Source, error) {
 	out := map[string]Source{}
-	const chunk = 500
-	for start := 0; start < len(hashes); start += chunk {
-		part := hashes[start:min(start+chunk, len(hashes))]
-		args := make([]any, len(part))
-		for i, h := range part {
-			args[i] = h
-		}
-		rows, err := l.rdb.QueryContext(ctx, `SELECT `+sourceCols+` FROM sources WHERE content_hash IN (`+placeholders(len(part))+`) AND kind <> 'replay' AND status = 'committed'`, args...)
-		if err != nil {
-			return nil, fmt.Errorf("ledger: find sources: %w", err)
-		}
-		for rows.Next() {
-			s, err := scanSource(rows)
-			if err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("ledger: find sources: %w", err)
-			}
+	err := queryIn(ctx, l.rdb, hashes, func(in string) string {
+		return `SELECT ` + sourceCols + ` FROM sources WHERE content_hash IN (` + in + `) AND ` + committedSource
+	}, func(rows *sql.Rows) error {
+		s, err := scanSource(rows)
+		if err == nil {
 			out[s.Hash] = s
 		}
-		if err := rows.Close(); err != nil {
-			return nil, fmt.Errorf("ledger: find sources: %w", err)
-		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: find sources: %w", err)
 	}
 	return out, nil
 }

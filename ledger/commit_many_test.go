@@ -14,13 +14,13 @@ import (
 // part of company, accumulating.
 func message(t testing.TB, company, id string) ImportIntent {
 	e := ent("nats:"+id, 1, id, "1.5")
-	h, data, err := EntryHash(e)
+	h, data, err := paysync.EntryHash(e)
 	if err != nil {
 		t.Fatal(err)
 	}
 	payload := fmt.Sprintf(`{"id":%q,"hours":"1.5"}`, id)
 	return ImportIntent{
-		Source:     &NewSource{Kind: "nats", Name: "timesheets." + company, Format: "json", Hash: HashPayload([]byte(payload)), Payload: []byte(payload)},
+		Source:     &NewSource{Kind: "nats", Name: "timesheets." + company, Format: "json", Hash: paysync.PayloadHash([]byte(payload)), Payload: []byte(payload)},
 		Entries:    []NewEntry{{Entry: e, Hash: h, Status: paysync.EntryMapped, Data: data}},
 		PayParts:   []paysync.PlannedPayPart{pp(company, "emp-"+id, paysync.EntryRef{ID: id, Source: e.Source, Line: 1})},
 		BatchSize:  3,
@@ -69,7 +69,7 @@ func TestCommitImports(t *testing.T) {
 	again := append([]ImportIntent{}, ins[0], message(t, "B", "m-new"))
 	changed := message(t, "A", "m-1")
 	changed.Source.Payload = []byte(`{"id":"m-1","hours":"9"}`)
-	changed.Source.Hash = HashPayload(changed.Source.Payload)
+	changed.Source.Hash = paysync.PayloadHash(changed.Source.Payload)
 	again = append(again, changed)
 	before := tableCounts(t, l)
 	out, errs, err = l.CommitImports(ctx, again)

@@ -184,7 +184,7 @@ func ent(source string, line int, id, hours string) paysync.Entry {
 // newEntry wraps an entry with its hash and status.
 func newEntry(t *testing.T, e paysync.Entry, status paysync.EntryStatus) NewEntry {
 	t.Helper()
-	h, _, err := EntryHash(e)
+	h, _, err := paysync.EntryHash(e)
 	if err != nil {
 		t.Fatalf("EntryHash: %v", err)
 	}
@@ -193,7 +193,7 @@ func newEntry(t *testing.T, e paysync.Entry, status paysync.EntryStatus) NewEntr
 
 // src builds a file source for payload.
 func src(name, payload string) *NewSource {
-	return &NewSource{Kind: "file", Name: name, Format: "csv", Hash: HashPayload([]byte(payload)), Payload: []byte(payload)}
+	return &NewSource{Kind: "file", Name: name, Format: "csv", Hash: paysync.PayloadHash([]byte(payload)), Payload: []byte(payload)}
 }
 
 // pp builds a planned pay part of company for employee, from entries.

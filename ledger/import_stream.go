@@ -4,13 +4,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"strings"
 	"sync"
@@ -143,21 +140,13 @@ func (s *StagedImport) drop() {
 	}
 }
 
-// Write adds p to the source's raw input (io.Writer): it is hashed,
-// counted and staged gzip'd in chunks.
+// Write adds p to the source's raw input (io.Writer): it is counted and
+// staged gzip'd in chunks. The caller hashes it (Commit).
 func (s *StagedImport) Write(p []byte) (int, error) {
 	if err := s.payload.write(p); err != nil {
 		return 0, fmt.Errorf("ledger: stage input: %w", err)
 	}
 	return len(p), nil
-}
-
-// Hash is the content hash of what was written so far.
-func (s *StagedImport) Hash() string {
-	if s.payload.h == nil {
-		return HashPayload(nil)
-	}
-	return hex.EncodeToString(s.payload.h.Sum(nil))
 }
 
 // Lookup returns, among ids, the entries already in the ledger (as
@@ -171,38 +160,27 @@ func (s *StagedImport) Lookup(ids []string) (map[string]KnownEntry, map[string]b
 		return nil, nil, err
 	}
 	seen := map[string]bool{}
-	for start := 0; start < len(ids); start += lookupChunk {
-		part := ids[start:min(start+lookupChunk, len(ids))]
-		args := make([]any, len(part))
-		for i, id := range part {
-			args[i] = id
+	err = queryIn(s.ctx, s.l.db, ids, func(in string) string {
+		return `SELECT entry_id FROM ` + s.t + `seen WHERE entry_id IN (` + in + `)`
+	}, func(rows *sql.Rows) error {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return err
 		}
-		rows, err := s.l.db.QueryContext(s.ctx, `SELECT entry_id FROM `+s.t+`seen WHERE entry_id IN (`+placeholders(len(part))+`)`, args...)
-		if err != nil {
-			return nil, nil, fmt.Errorf("ledger: import: %w", err)
-		}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return nil, nil, err
-			}
-			seen[id] = true
-		}
-		if err := rows.Close(); err != nil {
-			return nil, nil, err
-		}
+		seen[id] = true
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("ledger: import: %w", err)
 	}
 	return known, seen, nil
 }
-
-const lookupChunk = 500
 
 // See remembers that entry id was seen in this import (Lookup reports it).
 func (s *StagedImport) See(id string) { s.seen = append(s.seen, id) }
 
 // AddEntry stages an entry of the source and returns its number, for
-// Link. data is the entry's JSON (as EntryHash returns it), nil to marshal
+// Link. data is the entry's JSON (as paysync.EntryHash returns it), nil to marshal
 // it here.
 func (s *StagedImport) AddEntry(e NewEntry, data []byte) (int64, error) {
 	if data == nil {
@@ -298,14 +276,15 @@ func (s *StagedImport) Flush() error {
 }
 
 // Commit moves the staged import into the ledger in one transaction: the
-// source (with the hash and size of everything written) and its rejects,
+// source (with hash, the content hash of everything written, as intake
+// computed it: paysync.PayloadHash, and its size) and its rejects,
 // and unless rejected (all or nothing: the source is recorded as refused)
 // its entries and pending pay parts in batches. format is the input
 // format; duplicates the number of entries already in the ledger. When a
 // source of the same content was committed before, nothing is stored and
 // the error is ErrDuplicateSource; when an entry was paid through another
 // import meanwhile, nothing is stored either. The staging is dropped.
-func (s *StagedImport) Commit(format string, duplicates int, rejected bool) (Committed, error) {
+func (s *StagedImport) Commit(format, hash string, duplicates int, rejected bool) (Committed, error) {
 	if s.done {
 		return Committed{}, errors.New("ledger: import: already finished")
 	}
@@ -313,7 +292,7 @@ func (s *StagedImport) Commit(format string, duplicates int, rejected bool) (Com
 	if err := s.Flush(); err != nil {
 		return Committed{}, err
 	}
-	hash, size, first, err := s.payload.finish()
+	size, first, err := s.payload.finish()
 	if err != nil {
 		return Committed{}, fmt.Errorf("ledger: commit import: %w", err)
 	}
@@ -324,7 +303,8 @@ func (s *StagedImport) Commit(format string, duplicates int, rejected bool) (Com
 	}
 	c := &importCommit{s: s, now: s.l.ts(), rejected: rejected, open: map[string]*openBatch{}}
 	err = s.l.tx(s.ctx, "commit import", func(tx *sql.Tx) error {
-		c.tx = tx
+		c.tx, c.st = tx, newStmts(s.ctx, tx)
+		defer c.st.close()
 		return c.run(format, hash, size, first, duplicates)
 	})
 	if errors.Is(err, ErrDuplicateSource) {
@@ -406,6 +386,7 @@ func (s *StagedImport) Rollback() error {
 type importCommit struct {
 	s        *StagedImport
 	tx       *sql.Tx
+	st       *stmts
 	now      string
 	rejected bool
 	source   int64
@@ -425,7 +406,7 @@ func (c *importCommit) exec(q string, args ...any) (sql.Result, error) {
 func (c *importCommit) run(format, hash string, size int64, first []byte, duplicates int) error {
 	s, ctx := c.s, c.s.ctx
 	var other int64
-	err := c.tx.QueryRowContext(ctx, `SELECT id FROM sources WHERE content_hash = ? AND kind <> 'replay' AND status = 'committed'`, hash).Scan(&other)
+	err := c.tx.QueryRowContext(ctx, `SELECT id FROM sources WHERE content_hash = ? AND `+committedSource, hash).Scan(&other)
 	switch {
 	case err == nil:
 		return ErrDuplicateSource
@@ -436,15 +417,7 @@ func (c *importCommit) run(format, hash string, size int64, first []byte, duplic
 	if c.rejected {
 		status, entries, duplicates = paysync.SourceRejected, 0, 0
 	}
-	res, err := c.tx.ExecContext(ctx, `INSERT INTO sources (kind, name, content_hash, format, size, payload, status, entries, duplicates, rejects, received_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, s.in.Kind, s.in.Name, hash, format, size, first, status, entries, duplicates, s.nRejects, c.now)
-	if isConstraint(err) {
-		return ErrDuplicateSource
-	}
-	if err != nil {
-		return err
-	}
-	if c.source, err = res.LastInsertId(); err != nil {
+	if c.source, err = insertSource(c.st, s.in.Kind, s.in.Name, hash, format, size, first, status, entries, duplicates, s.nRejects, c.now); err != nil {
 		return err
 	}
 	if _, err := c.exec(`INSERT INTO source_chunks (source_id, seq, data) SELECT ?, seq, data FROM %schunks ORDER BY seq`, c.source); err != nil {
@@ -465,13 +438,8 @@ func (c *importCommit) run(format, hash string, size int64, first []byte, duplic
 			return err
 		}
 	}
-	// An entry seen before but never paid (rejected or skipped) is taken
-	// again with its new content; a paid one never is.
-	res, err = c.exec(`INSERT INTO entries (source_id, entry_id, line, content_hash, data, status, note)
-		SELECT ?, entry_id, line, content_hash, data, status, note FROM %sentries WHERE true ORDER BY seq
-		ON CONFLICT (entry_id) DO UPDATE SET source_id = excluded.source_id, line = excluded.line, content_hash = excluded.content_hash,
-			data = excluded.data, status = excluded.status, note = excluded.note
-		WHERE entries.status <> 'mapped'`, c.source)
+	res, err := c.exec(`INSERT INTO entries (`+entryCols+`)
+		SELECT ?, entry_id, line, content_hash, data, status, note FROM %sentries WHERE true ORDER BY seq `+takeAgain, c.source)
 	if err != nil {
 		return err
 	}
@@ -523,7 +491,7 @@ func (c *importCommit) payParts() error {
 		// The company's next pay parts, numbered from the batch's first free seq.
 		`INSERT INTO %spage (seq, idx) SELECT ? + row_number() OVER (ORDER BY idx) - 1, idx FROM
 			(SELECT idx FROM %sparts WHERE company_id = ? AND idx > ? ORDER BY idx LIMIT ?)`,
-		`INSERT INTO pay_parts (batch_id, seq, company_id, employee_id, employee_name, code, units, rate, amount, description, rule, state, updated_at)
+		`INSERT INTO pay_parts (` + payPartCols + `)
 			SELECT ?, g.seq, p.company_id, p.employee_id, p.employee_name, p.code, p.units, p.rate, p.amount, p.description, p.rule, 'pending', ?
 			FROM %spage g JOIN %sparts p ON p.idx = g.idx ORDER BY g.seq`,
 		`INSERT INTO %spay_parts (idx, pay_part) SELECT g.idx, pp.id FROM %spage g JOIN pay_parts pp ON pp.batch_id = ? AND pp.seq = g.seq`,
@@ -572,7 +540,7 @@ func (c *importCommit) payParts() error {
 				return err
 			}
 			if b.n += int(n); s.in.Accumulate && b.n >= s.in.BatchSize {
-				if _, err := c.tx.ExecContext(ctx, `UPDATE batches SET sealed = 1, updated_at = ? WHERE id = ?`, c.now, b.id); err != nil {
+				if err := sealBatch(c.st, b.id, c.now); err != nil {
 					return err
 				}
 			}
@@ -585,48 +553,33 @@ func (c *importCommit) payParts() error {
 // current one while it has room, else a new one (Accumulate: the
 // company's open batch, of this import or an earlier one).
 func (c *importCommit) batchFor(company string) (*openBatch, error) {
-	s, ctx := c.s, c.s.ctx
+	s := c.s
 	if b := c.open[company]; b != nil && b.n < s.in.BatchSize {
 		return b, nil
 	}
+	b := &openBatch{}
+	var err error
 	if s.in.Accumulate {
-		var ob openBatch
-		err := c.tx.QueryRowContext(ctx, `SELECT b.id, (SELECT count(*) FROM pay_parts p WHERE p.batch_id = b.id) FROM batches b
-			WHERE b.company_id = ? AND b.sealed = 0 AND b.state = 'pending' ORDER BY b.id LIMIT 1`, company).Scan(&ob.id, &ob.n)
-		switch {
-		case err == nil && ob.n < s.in.BatchSize:
-			c.open[company] = &ob
-			c.batchIDs = append(c.batchIDs, ob.id)
-			return &ob, nil
-		case err != nil && !errors.Is(err, sql.ErrNoRows):
-			return nil, err
+		var ok bool
+		if b.id, b.n, ok, err = openBatchOf(c.st, company); err == nil && (!ok || b.n >= s.in.BatchSize) {
+			b.n = 0
+			b.id, err = openNewBatch(c.st, company, c.source, c.now, c.now)
 		}
+	} else {
+		b.id, err = insertBatchStmts(c.st, company, c.source, 0, 0, c.now)
 	}
-	res, err := c.tx.ExecContext(ctx, `INSERT INTO batches (company_id, source_id, state, created_at, updated_at) VALUES (?, ?, 'pending', ?, ?)`,
-		company, c.source, c.now, c.now)
 	if err != nil {
 		return nil, err
-	}
-	b := &openBatch{}
-	if b.id, err = res.LastInsertId(); err != nil {
-		return nil, err
-	}
-	if s.in.Accumulate {
-		if _, err := c.tx.ExecContext(ctx, `UPDATE batches SET sealed = 0 WHERE id = ?`, b.id); err != nil {
-			return nil, err
-		}
 	}
 	c.open[company] = b
 	c.batchIDs = append(c.batchIDs, b.id)
 	return b, nil
 }
 
-// payloadWriter hashes, counts and stages a source's input in gzip'd
-// chunks. The first chunk is held until a second one is needed: a source
+// payloadWriter counts and stages a source's input in gzip'd chunks. The first chunk is held until a second one is needed: a source
 // of one chunk keeps it in sources.payload, as CommitImport stores it.
 type payloadWriter struct {
 	s     *StagedImport
-	h     hash.Hash
 	size  int64
 	buf   []byte // input not yet compressed
 	first []byte // chunk 0, compressed, while it may be the only one
@@ -638,11 +591,9 @@ type payloadWriter struct {
 var gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
 
 func (w *payloadWriter) write(p []byte) error {
-	if w.h == nil {
-		w.h = sha256.New()
+	if w.buf == nil {
 		w.buf = make([]byte, 0, chunkSize)
 	}
-	w.h.Write(p)
 	w.size += int64(len(p))
 	for len(p) > 0 {
 		n := min(len(p), chunkSize-len(w.buf))
@@ -692,19 +643,16 @@ func (w *payloadWriter) stage(gz []byte) error {
 	return nil
 }
 
-// finish stages what is left and returns the input's hash and size, and
-// the one chunk to keep in sources.payload (nil when there are more).
-func (w *payloadWriter) finish() (sum string, size int64, first []byte, err error) {
-	if w.h == nil {
-		w.h = sha256.New()
-	}
+// finish stages what is left and returns the input's size and the one
+// chunk to keep in sources.payload (nil when there are more).
+func (w *payloadWriter) finish() (size int64, first []byte, err error) {
 	if len(w.buf) > 0 || (w.first == nil && w.seq == 0) {
 		if err := w.flush(); err != nil {
-			return "", 0, nil, err
+			return 0, nil, err
 		}
 	}
 	w.release()
-	return hex.EncodeToString(w.h.Sum(nil)), w.size, w.first, nil
+	return w.size, w.first, nil
 }
 
 func (w *payloadWriter) release() {

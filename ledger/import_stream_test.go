@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,6 +32,29 @@ func mustWrite(t *testing.T, s *StagedImport, p string) {
 	if _, err := s.Write([]byte(p)); err != nil {
 		t.Fatalf("Write: %v", err)
 	}
+	writtenMu.Lock()
+	defer writtenMu.Unlock()
+	if writtenSums[s] == nil {
+		writtenSums[s] = &paysync.PayloadDigest{}
+	}
+	writtenSums[s].Write([]byte(p))
+}
+
+// writtenSums hash what mustWrite wrote to each staged import, as intake
+// does (the ledger takes the hash at Commit).
+var (
+	writtenMu   sync.Mutex
+	writtenSums = map[*StagedImport]*paysync.PayloadDigest{}
+)
+
+// written is the content hash of what mustWrite wrote to s.
+func written(s *StagedImport) string {
+	writtenMu.Lock()
+	defer writtenMu.Unlock()
+	if d := writtenSums[s]; d != nil {
+		return d.Sum()
+	}
+	return paysync.PayloadHash(nil)
 }
 
 func mustAddEntry(t *testing.T, s *StagedImport, e NewEntry) int64 {
@@ -132,7 +156,7 @@ func TestStagedImport_Commit(t *testing.T) {
 	s.AddPayPart(6, pp("A", "a6"))
 	s.DropPayPart(4)
 	s.DropPayPart(5)
-	c, err := s.Commit("csv", 3, false)
+	c, err := s.Commit("csv", written(s), 3, false)
 	if err != nil {
 		t.Fatalf("Commit: %v", err)
 	}
@@ -143,7 +167,7 @@ func TestStagedImport_Commit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Source{ID: c.SourceID, Kind: "file", Name: "hours.csv", Hash: HashPayload([]byte(payload)), Format: "csv", Size: int64(len(payload)),
+	want := Source{ID: c.SourceID, Kind: "file", Name: "hours.csv", Hash: paysync.PayloadHash([]byte(payload)), Format: "csv", Size: int64(len(payload)),
 		Status: "committed", Entries: 7, Duplicates: 3, Rejects: 5, ReceivedAt: t0}
 	if src != want {
 		t.Errorf("Source = %+v\nwant     %+v", src, want)
@@ -174,7 +198,7 @@ func TestStagedImport_Commit(t *testing.T) {
 	if got := query(t, l, `SELECT count(*) FROM sqlite_temp_master`); got != "0" {
 		t.Errorf("%s temporary tables and indexes left", got)
 	}
-	if _, err := s.Commit("csv", 0, false); err == nil {
+	if _, err := s.Commit("csv", written(s), 0, false); err == nil {
 		t.Error("a second Commit succeeded")
 	}
 }
@@ -195,10 +219,7 @@ func TestStagedImport_ChunkedPayload(t *testing.T) {
 		mustWrite(t, s, string(b[:n]))
 		b = b[n:]
 	}
-	if got, want := s.Hash(), HashPayload(payload.Bytes()); got != want {
-		t.Errorf("Hash = %s, want %s", got, want)
-	}
-	c, err := s.Commit("csv", 0, false)
+	c, err := s.Commit("csv", written(s), 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +233,7 @@ func TestStagedImport_ChunkedPayload(t *testing.T) {
 	if n, err := l.CopySourcePayload(ctx, c.SourceID, &buf); err != nil || n != int64(payload.Len()) || !bytes.Equal(buf.Bytes(), payload.Bytes()) {
 		t.Errorf("CopySourcePayload = %d, %v; the payload differs: %v", n, err, !bytes.Equal(buf.Bytes(), payload.Bytes()))
 	}
-	if found, ok, err := l.SourceByHash(ctx, HashPayload(payload.Bytes())); err != nil || !ok || found.ID != c.SourceID {
+	if found, ok, err := l.SourceByHash(ctx, paysync.PayloadHash(payload.Bytes())); err != nil || !ok || found.ID != c.SourceID {
 		t.Errorf("SourceByHash = %+v, %v, %v", found, ok, err)
 	}
 	if _, err := l.CopySourcePayload(ctx, 999, &buf); !errors.Is(err, ErrNotFound) {
@@ -220,7 +241,7 @@ func TestStagedImport_ChunkedPayload(t *testing.T) {
 	}
 	// An empty source is one (empty) chunk.
 	s = beginImport(t, l, StreamImport{Kind: "file", Name: "empty.csv"})
-	c, err = s.Commit("csv", 0, false)
+	c, err = s.Commit("csv", written(s), 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,14 +293,14 @@ func TestStagedImport_NothingUntilCommit(t *testing.T) {
 				}
 			case "cancel":
 				cancel()
-				if _, err := s.Commit("csv", 0, false); !errors.Is(err, context.Canceled) {
+				if _, err := s.Commit("csv", written(s), 0, false); !errors.Is(err, context.Canceled) {
 					t.Fatalf("Commit after cancel = %v", err)
 				}
 			case "paid meanwhile":
 				// Another import pays r2 before this one commits.
 				commit(t, l, ImportIntent{Source: src("other.csv", "other"), Entries: []NewEntry{newEntry(t, ent("other.csv", 1, "r2", "5"), paysync.EntryMapped)}})
 				before, counts = dump(t, l), tableCounts(t, l)
-				if _, err := s.Commit("csv", 0, false); err == nil || !strings.Contains(err.Error(), "entry r2 was already paid") {
+				if _, err := s.Commit("csv", written(s), 0, false); err == nil || !strings.Contains(err.Error(), "entry r2 was already paid") {
 					t.Fatalf("Commit = %v, want entry r2 already paid", err)
 				}
 			}
@@ -304,13 +325,13 @@ func TestStagedImport_DuplicateSource(t *testing.T) {
 	s := beginImport(t, l, StreamImport{Kind: "stdin", Name: "stdin"})
 	mustWrite(t, s, "same content")
 	mustAddEntry(t, s, newEntry(t, ent("stdin", 1, "d1", "1"), paysync.EntryMapped))
-	if _, err := s.Commit("csv", 0, false); !errors.Is(err, ErrDuplicateSource) {
+	if _, err := s.Commit("csv", written(s), 0, false); !errors.Is(err, ErrDuplicateSource) {
 		t.Fatalf("Commit of the same content = %v, want ErrDuplicateSource", err)
 	}
 	if after := dump(t, l); after != before {
 		t.Errorf("the ledger changed:\n%s\nwant\n%s", after, before)
 	}
-	if src, ok, err := l.SourceByHash(t.Context(), s.Hash()); err != nil || !ok || src.ID != first.SourceID {
+	if src, ok, err := l.SourceByHash(t.Context(), written(s)); err != nil || !ok || src.ID != first.SourceID {
 		t.Errorf("SourceByHash = %+v, %v, %v", src, ok, err)
 	}
 }
@@ -324,7 +345,7 @@ func TestStagedImport_Rejected(t *testing.T) {
 	s.Link(seq, 0)
 	s.AddPayPart(0, pp("A", "a"))
 	s.AddReject(PhaseEntry, NewReject{EntryID: "b2", Line: 2, Message: "bad"})
-	c, err := s.Commit("csv", 4, true)
+	c, err := s.Commit("csv", written(s), 4, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -339,12 +360,12 @@ func TestStagedImport_Rejected(t *testing.T) {
 	}
 	// A rejected source is not "already imported": the same content again
 	// is imported.
-	if _, ok, _ := l.SourceByHash(t.Context(), HashPayload([]byte("bad content"))); ok {
+	if _, ok, _ := l.SourceByHash(t.Context(), paysync.PayloadHash([]byte("bad content"))); ok {
 		t.Error("a rejected source counts as imported")
 	}
 	s = beginImport(t, l, StreamImport{Kind: "file", Name: "bad.csv"})
 	mustWrite(t, s, "bad content")
-	if _, err := s.Commit("csv", 0, false); err != nil {
+	if _, err := s.Commit("csv", written(s), 0, false); err != nil {
 		t.Errorf("the same content after a rejected source: %v", err)
 	}
 }
@@ -377,7 +398,7 @@ func TestStagedImport_EntriesSeenBefore(t *testing.T) {
 	for _, id := range []string{"skip", "rej", "new"} {
 		mustAddEntry(t, s, newEntry(t, ent("new.csv", 1, id, "3"), paysync.EntryMapped))
 	}
-	c, err := s.Commit("csv", 0, false)
+	c, err := s.Commit("csv", written(s), 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -401,7 +422,7 @@ func TestStagedImport_Accumulate(t *testing.T) {
 		s.Link(seq, i)
 		s.AddPayPart(i, pp("A", fmt.Sprintf("a%d", i)))
 	}
-	c, err := s.Commit("json", 0, false)
+	c, err := s.Commit("json", written(s), 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,11 +451,11 @@ func TestStagedImport_TwoAtOnce(t *testing.T) {
 	if _, seen, err := b.Lookup([]string{"x"}); err != nil || seen["x"] {
 		t.Fatalf("b sees a's entry: %v %v", seen, err)
 	}
-	ca, err := a.Commit("csv", 0, false)
+	ca, err := a.Commit("csv", written(a), 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cb, err := b.Commit("csv", 0, false)
+	cb, err := b.Commit("csv", written(b), 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,14 +2,14 @@ package ledger
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,10 +35,10 @@ type NewSource struct {
 // NewEntry is an entry of a source with its outcome.
 type NewEntry struct {
 	Entry  paysync.Entry
-	Hash   string // content hash (see EntryHash)
+	Hash   string // content hash (paysync.EntryHash)
 	Status paysync.EntryStatus
 	Note   string // skip reason
-	Data   []byte // the entry's JSON from EntryHash (nil: marshalled here)
+	Data   []byte // the entry's JSON from paysync.EntryHash (nil: marshalled here)
 }
 
 // NewReject is a problem with the input, kept for the audit trail.
@@ -69,22 +69,91 @@ type ImportIntent struct {
 	// then. Zero, in the future, or more than MaxLingerBack ago: now.
 	Received time.Time
 	opened   string // Received as a batch's created_at (CommitImports)
+
+	// Recorded through the intake methods (AddEntry, Link, ...).
+	links   map[int][]int64 // pay part index → entry numbers, until it is added
+	dropped []int64         // entries linked to a dropped pay part
+	phases  [3]int          // rejects per phase
+}
+
+// An ImportIntent is recorded the way a StagedImport is (AddEntry, Link,
+// AddPayPart, DropPayPart, AddReject): one write API for intake, with this
+// its cheap path for small inputs (a message), kept in memory and
+// committed many at a time (CommitImports). The source, batch size and
+// the rest are set on the fields.
+
+// AddEntry adds an entry of the source and returns its number, for Link.
+// data is the entry's JSON (paysync.EntryHash), nil to marshal it at
+// commit.
+func (in *ImportIntent) AddEntry(e NewEntry, data []byte) (int64, error) {
+	if data != nil {
+		e.Data = data
+	}
+	in.Entries = append(in.Entries, e)
+	return int64(len(in.Entries)), nil
+}
+
+// Link records that entry (a number from AddEntry) goes into the pay part
+// with index part (AddPayPart, or DropPayPart).
+func (in *ImportIntent) Link(entry int64, part int) {
+	if in.links == nil {
+		in.links = map[int][]int64{}
+	}
+	in.links[part] = append(in.links[part], entry)
+}
+
+// AddPayPart adds the pending pay part with index part; its entries are
+// those linked to it (pp.Entries is replaced).
+func (in *ImportIntent) AddPayPart(part int, pp paysync.PlannedPayPart) {
+	pp.Entries = nil
+	for _, seq := range in.links[part] {
+		pp.Entries = append(pp.Entries, in.Entries[seq-1].Entry.Ref())
+	}
+	delete(in.links, part)
+	in.PayParts = append(in.PayParts, pp)
+}
+
+// DropPayPart records that the pay part with index part is not sent: an
+// entry that only went into dropped pay parts is stored as rejected.
+func (in *ImportIntent) DropPayPart(part int) {
+	in.dropped = append(in.dropped, in.links[part]...)
+	delete(in.links, part)
+}
+
+// AddReject adds a problem with the input. Rejects are stored by phase
+// (PhaseRead, PhaseEntry, PhasePlan), each in the order added.
+func (in *ImportIntent) AddReject(phase int, r NewReject) {
+	at := len(in.Rejects)
+	for p := phase + 1; p < len(in.phases); p++ {
+		at -= in.phases[p]
+	}
+	in.Rejects = slices.Insert(in.Rejects, at, r)
+	in.phases[phase]++
+}
+
+// settle marks the entries that went only into dropped pay parts as
+// rejected, so that a corrected source can bring them again.
+func (in *ImportIntent) settle() {
+	if len(in.dropped) == 0 {
+		return
+	}
+	kept := map[string]bool{}
+	for _, pp := range in.PayParts {
+		for _, r := range pp.Entries {
+			kept[r.ID] = true
+		}
+	}
+	for _, seq := range in.dropped {
+		if e := &in.Entries[seq-1]; e.Status == paysync.EntryMapped && !kept[e.Entry.ID] {
+			e.Status = paysync.EntryRejected
+		}
+	}
 }
 
 // Committed says what an intent became.
 type Committed struct {
 	SourceID int64
 	BatchIDs []int64
-}
-
-// EntryHash is the content hash of an entry (its JSON without the
-// position), the test for "same id, same content".
-func EntryHash(e paysync.Entry) (string, []byte, error) {
-	b, err := json.Marshal(e)
-	if err != nil {
-		return "", nil, err
-	}
-	return hashHex(b), b, nil
 }
 
 // CommitImport stores the intent in one transaction: the source and its
@@ -109,6 +178,7 @@ func commitIntent(st *stmts, in ImportIntent, now string, acc *accumulator) (Com
 	if in.BatchSize <= 0 {
 		in.BatchSize = 100
 	}
+	in.settle()
 	var out Committed
 	if in.Source != nil {
 		status := paysync.SourceCommitted
@@ -120,18 +190,11 @@ func commitIntent(st *stmts, in ImportIntent, now string, acc *accumulator) (Com
 		if err != nil {
 			return out, err
 		}
-		res, err := st.exec(`INSERT INTO sources (kind, name, content_hash, format, size, payload, status, entries, duplicates, rejects, received_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			in.Source.Kind, in.Source.Name, in.Source.Hash, in.Source.Format, len(in.Source.Payload), payload, status,
-			len(in.Entries), in.Duplicates, len(in.Rejects), now)
+		out.SourceID, err = insertSource(st, in.Source.Kind, in.Source.Name, in.Source.Hash, in.Source.Format, int64(len(in.Source.Payload)), payload,
+			status, len(in.Entries), in.Duplicates, len(in.Rejects), now)
 		if err != nil {
-			var se *sqlite.Error
-			if errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE {
-				return out, ErrDuplicateSource
-			}
 			return out, err
 		}
-		out.SourceID, _ = res.LastInsertId()
 	} else {
 		out.SourceID = in.SourceID
 	}
@@ -147,11 +210,7 @@ func commitIntent(st *stmts, in ImportIntent, now string, acc *accumulator) (Com
 		// An entry seen before but never paid (rejected or skipped) is
 		// taken again with its new content; a paid one never is.
 		var id int64
-		err := st.queryRow(`INSERT INTO entries (source_id, entry_id, line, content_hash, data, status, note) VALUES (?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (entry_id) DO UPDATE SET source_id = excluded.source_id, line = excluded.line, content_hash = excluded.content_hash,
-				data = excluded.data, status = excluded.status, note = excluded.note
-			WHERE entries.status <> 'mapped'
-			RETURNING id`, out.SourceID, e.Entry.ID, e.Entry.Line, e.Hash, data, e.Status, e.Note).Scan(&id)
+		err := st.queryRow(`INSERT INTO entries (`+entryCols+`) VALUES (?, ?, ?, ?, ?, ?, ?) `+takeAgain+` RETURNING id`, out.SourceID, e.Entry.ID, e.Entry.Line, e.Hash, data, e.Status, e.Note).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			return out, fmt.Errorf("entry %s was already paid through an earlier import", e.Entry.ID)
 		}
@@ -206,6 +265,39 @@ func commitIntent(st *stmts, in ImportIntent, now string, acc *accumulator) (Com
 	return out, nil
 }
 
+// insertSource records a source; one of the same content committed
+// before is ErrDuplicateSource.
+func insertSource(st *stmts, kind paysync.SourceKind, name, hash, format string, size int64, payload []byte, status paysync.SourceStatus,
+	entries, duplicates, rejects int, now string) (int64, error) {
+	res, err := st.exec(`INSERT INTO sources (kind, name, content_hash, format, size, payload, status, entries, duplicates, rejects, received_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, kind, name, hash, format, size, payload, status, entries, duplicates, rejects, now)
+	if err != nil {
+		var se *sqlite.Error
+		if errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE {
+			return 0, ErrDuplicateSource
+		}
+		return 0, err
+	}
+	return res.LastInsertId()
+}
+
+// committedSource selects the sources an input of the same content is a
+// duplicate of (the terms of the sources_content index).
+const committedSource = `kind <> 'replay' AND status = 'committed'`
+
+// entryCols are an entry's columns as intake stores them.
+const entryCols = `source_id, entry_id, line, content_hash, data, status, note`
+
+// takeAgain ends an insert of entries: an entry seen before but never
+// paid (rejected or skipped) is taken again with its new content; a paid
+// one never is (the row is not stored: the caller counts).
+const takeAgain = `ON CONFLICT (entry_id) DO UPDATE SET source_id = excluded.source_id, line = excluded.line, content_hash = excluded.content_hash,
+		data = excluded.data, status = excluded.status, note = excluded.note
+	WHERE entries.status <> 'mapped'`
+
+// payPartCols are a pay part's columns as intake stores them.
+const payPartCols = `batch_id, seq, company_id, employee_id, employee_name, code, units, rate, amount, description, rule, state, updated_at`
+
 func insertBatch(ctx context.Context, tx *sql.Tx, company string, source, parent, replayOf int64, now string) (int64, error) {
 	st := newStmts(ctx, tx)
 	defer st.close()
@@ -222,8 +314,7 @@ func insertBatchStmts(st *stmts, company string, source, parent, replayOf int64,
 }
 
 func insertPayPartStmts(st *stmts, batch int64, seq int, pp paysync.PlannedPayPart, ids map[string]int64, now string) error {
-	res, err := st.exec(`INSERT INTO pay_parts (batch_id, seq, company_id, employee_id, employee_name, code, units, rate, amount, description, rule, state, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)`,
+	res, err := st.exec(`INSERT INTO pay_parts (`+payPartCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)`,
 		batch, seq, pp.CompanyID, pp.EmployeeID, pp.EmployeeName, pp.Code, decText(pp.Units), decText(pp.Rate), decText(pp.Amount), pp.Description, pp.Rule, now)
 	if err != nil {
 		return err
@@ -328,7 +419,7 @@ func scanSource(sc interface{ Scan(...any) error }) (Source, error) {
 
 // SourceByHash finds a committed source by content hash.
 func (l *Ledger) SourceByHash(ctx context.Context, hash string) (Source, bool, error) {
-	s, err := scanSource(l.rdb.QueryRowContext(ctx, `SELECT `+sourceCols+` FROM sources WHERE content_hash = ? AND kind <> 'replay' AND status = 'committed'`, hash))
+	s, err := scanSource(l.rdb.QueryRowContext(ctx, `SELECT `+sourceCols+` FROM sources WHERE content_hash = ? AND `+committedSource, hash))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Source{}, false, nil
 	}
@@ -369,67 +460,80 @@ type KnownEntry struct {
 // LookupEntries returns the known entries among ids.
 func (l *Ledger) LookupEntries(ctx context.Context, ids []string) (map[string]KnownEntry, error) {
 	out := map[string]KnownEntry{}
-	const chunk = 500
-	for start := 0; start < len(ids); start += chunk {
-		part := ids[start:min(start+chunk, len(ids))]
-		args := make([]any, len(part))
-		for i, id := range part {
-			args[i] = id
+	err := queryIn(ctx, l.rdb, ids, func(in string) string {
+		return `SELECT e.entry_id, e.status, e.content_hash, s.id, s.name, s.received_at FROM entries e JOIN sources s ON s.id = e.source_id
+			WHERE e.entry_id IN (` + in + `)`
+	}, func(rows *sql.Rows) error {
+		var id, at string
+		var k KnownEntry
+		if err := rows.Scan(&id, &k.Status, &k.Hash, &k.SourceID, &k.SourceName, &at); err != nil {
+			return err
 		}
-		rows, err := l.rdb.QueryContext(ctx, `SELECT e.entry_id, e.status, e.content_hash, s.id, s.name, s.received_at FROM entries e JOIN sources s ON s.id = e.source_id
-			WHERE e.entry_id IN (`+placeholders(len(part))+`)`, args...)
-		if err != nil {
-			return nil, fmt.Errorf("ledger: look up entries: %w", err)
-		}
-		for rows.Next() {
-			var id, at string
-			var k KnownEntry
-			if err := rows.Scan(&id, &k.Status, &k.Hash, &k.SourceID, &k.SourceName, &at); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			k.ImportedAt = parseTS(at)
-			out[id] = k
-		}
-		if err := rows.Close(); err != nil {
-			return nil, err
-		}
+		k.ImportedAt = parseTS(at)
+		out[id] = k
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: look up entries: %w", err)
 	}
 	return out, nil
+}
+
+// inChunk is how many keys one IN (...) takes (SQLite bounds a
+// statement's parameters).
+const inChunk = 500
+
+// queryIn runs the query q builds around the placeholders of keys, a
+// chunk of keys at a time, and hands each row to scan.
+func queryIn(ctx context.Context, db interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}, keys []string, q func(in string) string, scan func(*sql.Rows) error) error {
+	for start := 0; start < len(keys); start += inChunk {
+		part := keys[start:min(start+inChunk, len(keys))]
+		args := make([]any, len(part))
+		for i, k := range part {
+			args[i] = k
+		}
+		rows, err := db.QueryContext(ctx, q(placeholders(len(part))), args...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			if err := scan(rows); err != nil {
+				rows.Close()
+				return err
+			}
+		}
+		if err := cmp.Or(rows.Err(), rows.Close()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }
 
-func hashHex(b []byte) string {
-	h := sha256.Sum256(b)
-	return hex.EncodeToString(h[:])
-}
-
-// HashPayload returns the content hash of a source payload.
-func HashPayload(b []byte) string { return hashHex(b) }
-
 // accumulateStmts appends pay parts to the company's open (unsealed)
 // batch, opening new ones as each fills up; a full batch is sealed at once.
 func accumulateStmts(st *stmts, company string, source int64, pps []paysync.PlannedPayPart, size int, ids map[string]int64, now, opened string) ([]int64, error) {
 	var out []int64
 	for len(pps) > 0 {
-		var bid int64
-		var n int
-		err := st.queryRow(`SELECT b.id, (SELECT count(*) FROM pay_parts p WHERE p.batch_id = b.id) FROM batches b
-			WHERE b.company_id = ? AND b.sealed = 0 AND b.state = 'pending' ORDER BY b.id LIMIT 1`, company).Scan(&bid, &n)
-		if errors.Is(err, sql.ErrNoRows) {
-			if bid, err = insertBatchStmts(st, company, source, 0, 0, now); err != nil {
-				return nil, err
-			}
-			// created_at is when its first entry arrived: linger counts from then.
-			if _, err := st.exec(`UPDATE batches SET sealed = 0, created_at = ? WHERE id = ?`, opened, bid); err != nil {
-				return nil, err
-			}
-			n = 0
-		} else if err != nil {
+		bid, n, ok, err := openBatchOf(st, company)
+		if err != nil {
 			return nil, err
+		}
+		if ok && n >= size { // filled under a larger batch size
+			if err := sealBatch(st, bid, now); err != nil {
+				return nil, err
+			}
+			ok, n = false, 0
+		}
+		if !ok {
+			if bid, err = openNewBatch(st, company, source, now, opened); err != nil {
+				return nil, err
+			}
 		}
 		room := size - n
 		take := pps[:min(room, len(pps))]
@@ -440,13 +544,41 @@ func accumulateStmts(st *stmts, company string, source int64, pps []paysync.Plan
 		}
 		pps = pps[len(take):]
 		if n+len(take) >= size {
-			if _, err := st.exec(`UPDATE batches SET sealed = 1, updated_at = ? WHERE id = ?`, now, bid); err != nil {
+			if err := sealBatch(st, bid, now); err != nil {
 				return nil, err
 			}
 		}
 		out = append(out, bid)
 	}
 	return out, nil
+}
+
+// openBatchOf returns the company's open batch (unsealed, pending: the
+// one streaming intake adds to) and how many pay parts it holds.
+func openBatchOf(st *stmts, company string) (id int64, n int, ok bool, err error) {
+	err = st.queryRow(`SELECT b.id, (SELECT count(*) FROM pay_parts p WHERE p.batch_id = b.id) FROM batches b
+		WHERE b.company_id = ? AND b.sealed = 0 AND b.state = 'pending' ORDER BY b.id LIMIT 1`, company).Scan(&id, &n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, false, nil
+	}
+	return id, n, err == nil, err
+}
+
+// openNewBatch opens a new unsealed batch for company; created_at is when
+// its first entry arrived (opened): its linger counts from then.
+func openNewBatch(st *stmts, company string, source int64, now, opened string) (int64, error) {
+	id, err := insertBatchStmts(st, company, source, 0, 0, now)
+	if err != nil {
+		return 0, err
+	}
+	_, err = st.exec(`UPDATE batches SET sealed = 0, created_at = ? WHERE id = ?`, opened, id)
+	return id, err
+}
+
+// sealBatch seals a full batch: it is sent without lingering.
+func sealBatch(st *stmts, id int64, now string) error {
+	_, err := st.exec(`UPDATE batches SET sealed = 1, updated_at = ? WHERE id = ?`, now, id)
+	return err
 }
 
 // SealDue seals open batches that waited at least linger, and returns

@@ -25,8 +25,8 @@ func sameEntry(t *testing.T, got, want paysync.Entry) {
 		t.Errorf("entry %s: numbers %v, want %v", want.ID, got.Numbers, want.Numbers)
 	}
 	// Everything else, through JSON (which leaves out Source and Line).
-	_, gj, err1 := EntryHash(got)
-	_, wj, err2 := EntryHash(want)
+	_, gj, err1 := paysync.EntryHash(got)
+	_, wj, err2 := paysync.EntryHash(want)
 	if err1 != nil || err2 != nil || !bytes.Equal(gj, wj) {
 		t.Errorf("entry %s: content differs: %s vs %s (%v %v)", want.ID, gj, wj, err1, err2)
 	}
@@ -86,7 +86,7 @@ func TestLedger_CommitImport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Source{ID: c.SourceID, Kind: "file", Name: "hours.csv", Hash: HashPayload([]byte(payload)), Format: "csv", Size: int64(len(payload)),
+	want := Source{ID: c.SourceID, Kind: "file", Name: "hours.csv", Hash: paysync.PayloadHash([]byte(payload)), Format: "csv", Size: int64(len(payload)),
 		Status: "committed", Entries: 4, Duplicates: 3, Rejects: 2, ReceivedAt: t0}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("Source = %+v\nwant     %+v", s, want)
@@ -105,7 +105,7 @@ func TestLedger_CommitImport(t *testing.T) {
 	if !bytes.HasPrefix(raw, []byte{0x1f, 0x8b}) || len(raw) >= len(payload) {
 		t.Errorf("stored payload is not gzip (%d bytes, starts % x)", len(raw), raw[:min(4, len(raw))])
 	}
-	if found, ok, err := l.SourceByHash(ctx, HashPayload([]byte(payload))); err != nil || !ok || found != want {
+	if found, ok, err := l.SourceByHash(ctx, paysync.PayloadHash([]byte(payload))); err != nil || !ok || found != want {
 		t.Errorf("SourceByHash = %+v, %v, %v", found, ok, err)
 	}
 	if _, ok, err := l.SourceByHash(ctx, "nope"); err != nil || ok {
@@ -345,7 +345,7 @@ func TestLedger_CommitImportEntryAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h2, _, _ := EntryHash(rej2)
+	h2, _, _ := paysync.EntryHash(rej2)
 	if k := known["rej"]; k.Status != paysync.EntryMapped || k.Hash != h2 || k.SourceID != second.SourceID || k.SourceName != "two.csv" {
 		t.Errorf("rej after the second import: %+v", k)
 	}
@@ -382,7 +382,7 @@ func TestLedger_CommitImportEntryAgain(t *testing.T) {
 	if after := dump(t, l); after != before {
 		t.Errorf("a refused import changed the ledger:\n%s\nvs\n%s", before, after)
 	}
-	if _, ok, _ := l.SourceByHash(ctx, HashPayload([]byte("three"))); ok {
+	if _, ok, _ := l.SourceByHash(ctx, paysync.PayloadHash([]byte("three"))); ok {
 		t.Error("the refused source was stored")
 	}
 }

@@ -30,34 +30,24 @@ type LivePart struct {
 // in order of entry id, then pay part.
 func (l *Ledger) LiveParts(ctx context.Context, entryIDs []string) ([]LivePart, error) {
 	var out []LivePart
-	const chunk = 500
-	for start := 0; start < len(entryIDs); start += chunk {
-		part := entryIDs[start:min(start+chunk, len(entryIDs))]
-		args := make([]any, len(part))
-		for i, id := range part {
-			args[i] = id
-		}
-		rows, err := l.rdb.QueryContext(ctx, `SELECT e.entry_id, p.id, p.batch_id, p.company_id, p.state, coalesce(p.payroll_id, ''),
+	err := queryIn(ctx, l.rdb, entryIDs, func(in string) string {
+		return `SELECT e.entry_id, p.id, p.batch_id, p.company_id, p.state, coalesce(p.payroll_id, ''),
 				b.replay_of IS NOT NULL OR coalesce(s.kind, '') = 'replay'
 			FROM entries e JOIN pay_part_entries pe ON pe.entry_id = e.id JOIN pay_parts p ON p.id = pe.pay_part_id
 			JOIN batches b ON b.id = p.batch_id LEFT JOIN sources s ON s.id = b.source_id
-			WHERE e.entry_id IN (`+placeholders(len(part))+`)
+			WHERE e.entry_id IN (` + in + `)
 				AND (p.state = 'created' OR (p.state = 'pending' AND b.state IN ('pending', 'sending', 'failed')))
-			ORDER BY e.entry_id, p.id`, args...)
-		if err != nil {
-			return nil, fmt.Errorf("ledger: live pay parts: %w", err)
+			ORDER BY e.entry_id, p.id`
+	}, func(rows *sql.Rows) error {
+		var lp LivePart
+		if err := rows.Scan(&lp.EntryID, &lp.PayPartID, &lp.BatchID, &lp.CompanyID, &lp.State, &lp.PayrollID, &lp.Replay); err != nil {
+			return err
 		}
-		for rows.Next() {
-			var lp LivePart
-			if err := rows.Scan(&lp.EntryID, &lp.PayPartID, &lp.BatchID, &lp.CompanyID, &lp.State, &lp.PayrollID, &lp.Replay); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("ledger: live pay parts: %w", err)
-			}
-			out = append(out, lp)
-		}
-		if err := rows.Close(); err != nil {
-			return nil, fmt.Errorf("ledger: live pay parts: %w", err)
-		}
+		out = append(out, lp)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: live pay parts: %w", err)
 	}
 	return out, nil
 }

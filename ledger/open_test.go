@@ -95,7 +95,7 @@ func TestLedger_OpenReopenIsIdempotent(t *testing.T) {
 			if err != nil || rt != "rt-1" || seed != "seed-1" {
 				t.Errorf("Open #%d: Credentials = %q, %q, %v; want the saved ones", i+1, rt, seed, err)
 			}
-			if _, ok, err := l.SourceByHash(ctx, HashPayload([]byte("payload"))); err != nil || !ok {
+			if _, ok, err := l.SourceByHash(ctx, paysync.PayloadHash([]byte("payload"))); err != nil || !ok {
 				t.Errorf("Open #%d: source lost: %v %v", i+1, ok, err)
 			}
 		}

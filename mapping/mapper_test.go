@@ -202,9 +202,7 @@ func TestPlanner_Aggregates(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, l := range lines {
-			if err := p.Add(l); err != nil {
-				t.Fatal(err)
-			}
+			p.Place(l)
 		}
 	}
 	// Three 20-minute entries are exactly one hour, not 0.99.
@@ -220,10 +218,9 @@ func TestPlanner_Aggregates(t *testing.T) {
 		e.Tags = []string{"evening"}
 		e.Hours = paysync.HoursFromDecimal(paysync.Dec("1.25").Decimal)
 	}))
-	if err := p.Add(mapping.Line{Ref: paysync.EntryRef{Source: "t.csv", Line: 9, ID: "1"}, Rule: "hourly"}); err == nil || !strings.Contains(err.Error(), "duplicate entry id") {
-		t.Fatalf("duplicate id: err = %v", err)
-	}
-	pps, probs := p.PayParts()
+	// Entries are deduped before they are planned (worker intake): the
+	// planner sums what it is given.
+	pps, probs := take(p)
 	if len(probs) > 0 {
 		t.Fatal(probs)
 	}
@@ -239,13 +236,34 @@ func TestPlanner_Aggregates(t *testing.T) {
 	}
 	for i, w := range want {
 		pp := pps[i]
-		if pp.Code != w.code || pp.Units.Decimal.String() != w.units || num(pp.Rate) != w.rate || num(pp.Amount) != w.amount || len(pp.Entries) != w.n {
-			t.Errorf("pay part %d = %s units=%s rate=%s amount=%s entries=%d; want %+v", i, pp.Code, num(pp.Units), num(pp.Rate), num(pp.Amount), len(pp.Entries), w)
+		if pp.Code != w.code || pp.Units.Decimal.String() != w.units || num(pp.Rate) != w.rate || num(pp.Amount) != w.amount || pp.entries != w.n {
+			t.Errorf("pay part %d = %s units=%s rate=%s amount=%s entries=%d; want %+v", i, pp.Code, num(pp.Units), num(pp.Rate), num(pp.Amount), pp.entries, w)
 		}
 		if pp.EmployeeName != "Mette Hansen" || pp.CompanyID != "MV8x" || pp.Description == "" {
 			t.Errorf("pay part %d = %+v", i, pp)
 		}
 	}
+}
+
+// planned is a pay part Take returned, with the number of lines it sums.
+type planned struct {
+	paysync.PlannedPayPart
+	entries int
+}
+
+// take takes every pay part of p, and the problems of those that cannot
+// be sent.
+func take(p *mapping.Planner) ([]planned, []error) {
+	var out []planned
+	var probs []error
+	for _, pl := range p.Take(true) {
+		if len(pl.Problems) > 0 {
+			probs = append(probs, pl.Problems...)
+			continue
+		}
+		out = append(out, planned{pl.PayPart, pl.Entries})
+	}
+	return out, probs
 }
 
 func num(d decimal.NullDecimal) string {
@@ -276,9 +294,9 @@ func TestPlanner_RoundingAndNoAggregation(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				_ = p.Add(lines[0])
+				p.Place(lines[0])
 			}
-			pps, probs := p.PayParts()
+			pps, probs := take(p)
 			if len(probs) > 0 || len(pps) != 2 {
 				t.Fatalf("%d pay parts, %v", len(pps), probs)
 			}

@@ -8,25 +8,19 @@ import (
 )
 
 // Planner collects mapped Lines into pay parts: aggregated per company ×
-// employee × code × rate × rule within one import (when the rules say so),
-// each pay part keeping the entries it came from.
-//
-// A Planner from NewPlanner keeps every entry reference and detects
-// duplicate entry ids, so its memory grows with the number of entries. One
-// from NewStreamPlanner keeps only what each pay part sums (bounded by the
-// distinct company × employee × code × rate × rule, or by nothing at all
-// without aggregation): imports of any size.
+// employee × code × rate × rule within one import (when the rules say so).
+// Lines go in with Place, complete pay parts come out with Take. It keeps
+// only what each pay part sums (bounded by the distinct company × employee
+// × code × rate × rule, or by nothing at all without aggregation), so
+// imports of any size plan in flat memory: the caller records which pay
+// part each line went into, and dedupes entries (intake does both).
 type Planner struct {
 	rules  *Rules
 	wire   WireChecker
-	stream bool
 	groups map[groupKey]*group
-	order  []*group // aggregating: every group; a stream without aggregation: those not yet taken
-	seen   map[seenKey]paysync.EntryRef
+	order  []*group // aggregating: every group; without aggregation: those not yet taken
 	n      int
 }
-
-type seenKey struct{ id, rule string }
 
 type groupKey struct {
 	company, employee, code, rate, rule string
@@ -40,8 +34,7 @@ type group struct {
 	units decimal.NullDecimal
 	amt   decimal.NullDecimal
 	first paysync.EntryRef
-	n     int                // lines summed
-	refs  []paysync.EntryRef // every entry (not kept by a stream planner)
+	n     int // lines summed
 }
 
 // NewPlanner returns a Planner under rules (nil: DefaultRules).
@@ -49,31 +42,7 @@ func NewPlanner(rules *Rules, wire WireChecker) *Planner {
 	if rules == nil {
 		rules = DefaultRules()
 	}
-	return &Planner{rules: rules, wire: wire, groups: map[groupKey]*group{}, seen: map[seenKey]paysync.EntryRef{}}
-}
-
-// NewStreamPlanner returns a Planner for imports too large to keep every
-// entry: lines go in with Place, pay parts come out with Take. It keeps no
-// entry references (the caller records which pay part each line went
-// into) and does not detect duplicate entry ids (the caller must).
-func NewStreamPlanner(rules *Rules, wire WireChecker) *Planner {
-	p := NewPlanner(rules, wire)
-	p.stream, p.seen = true, nil
-	return p
-}
-
-// Add adds a mapped, not skipped line. An entry id seen before in this
-// import is a Problem.
-func (p *Planner) Add(l Line) error {
-	sk := seenKey{l.Ref.ID, l.Rule}
-	if first, dup := p.seen[sk]; dup {
-		return &Problem{Source: l.Ref.Source, Line: l.Ref.Line, EntryID: l.Ref.ID, Field: "id",
-			Msg:  fmt.Sprintf("duplicate entry id (first at %s:%d)", first.Source, first.Line),
-			Hint: "entry ids must be unique per source; fix the export"}
-	}
-	p.seen[sk] = l.Ref
-	p.Place(l)
-	return nil
+	return &Planner{rules: rules, wire: wire, groups: map[groupKey]*group{}}
 }
 
 // Place adds a mapped, not skipped line and returns the index of the pay
@@ -93,7 +62,7 @@ func (p *Planner) Place(l Line) int {
 	if g == nil {
 		g = &group{index: p.n, line: l, first: l.Ref}
 		p.n++
-		if p.rules.Aggregate || !p.stream {
+		if p.rules.Aggregate {
 			p.groups[k] = g
 		}
 		p.order = append(p.order, g)
@@ -104,9 +73,6 @@ func (p *Planner) Place(l Line) int {
 	g.units = addNull(g.units, l.Units)
 	g.amt = addNull(g.amt, l.Amount)
 	g.n++
-	if !p.stream {
-		g.refs = append(g.refs, l.Ref)
-	}
 	return g.index
 }
 
@@ -120,23 +86,7 @@ func addNull(a, b decimal.NullDecimal) decimal.NullDecimal {
 	return decimal.NewNullDecimal(a.Decimal.Add(b.Decimal))
 }
 
-// PayParts returns the planned pay parts in order of first appearance, and
-// a Problem for each one whose values the wire cannot carry.
-func (p *Planner) PayParts() ([]paysync.PlannedPayPart, []error) {
-	out := make([]paysync.PlannedPayPart, 0, len(p.order))
-	var probs []error
-	for _, g := range p.order {
-		pp, gp := p.finish(g)
-		if len(gp) > 0 {
-			probs = append(probs, gp...)
-			continue
-		}
-		out = append(out, pp)
-	}
-	return out, probs
-}
-
-// Placed is a pay part of a stream planner.
+// Placed is a complete pay part (Take).
 type Placed struct {
 	Index   int                    // the index Place returned for its lines
 	PayPart paysync.PlannedPayPart // without Entries
@@ -156,10 +106,9 @@ func (p *Planner) Take(final bool) []Placed {
 	out := make([]Placed, len(p.order))
 	for i, g := range p.order {
 		pp, probs := p.finish(g)
-		pp.Entries = nil
 		out[i] = Placed{Index: g.index, PayPart: pp, Entries: g.n, Problems: probs}
 	}
-	if p.stream && !p.rules.Aggregate {
+	if !p.rules.Aggregate {
 		clear(p.order)
 		p.order = p.order[:0]
 	} else {
@@ -178,7 +127,6 @@ func (p *Planner) finish(g *group) (paysync.PlannedPayPart, []error) {
 		EmployeeName: l.EmployeeName,
 		Description:  l.Description,
 		Rule:         l.Rule,
-		Entries:      g.refs,
 	}
 	pp.Units = g.units
 	if l.UnitsFromHours {

@@ -68,7 +68,7 @@ func lineCodes(lines []mapping.Line) string {
 
 // BenchmarkPlanner_Aggregate100kLines aggregates 100,000 mapped lines
 // (four employees, hourly, overtime and evening with a computed supplement)
-// into pay parts: NewPlanner, Add for every line, then PayParts with the
+// into pay parts: NewPlanner, Place for every line, then Take with the
 // wire check. One op is all 100,000 lines; it reports lines/s.
 func BenchmarkPlanner_Aggregate100kLines(b *testing.B) {
 	const n = 100_000
@@ -104,25 +104,25 @@ func BenchmarkPlanner_Aggregate100kLines(b *testing.B) {
 		lines[i] = l
 	}
 
-	var pps []paysync.PlannedPayPart
+	var pps []mapping.Placed
 	b.ReportAllocs()
 	for b.Loop() {
 		p := mapping.NewPlanner(r, schema)
 		for _, l := range lines {
-			if err := p.Add(l); err != nil {
-				b.Fatal(err)
-			}
+			p.Place(l)
 		}
-		var probs []error
-		if pps, probs = p.PayParts(); len(probs) > 0 {
-			b.Fatal(probs)
+		pps = p.Take(true)
+		for _, pl := range pps {
+			if len(pl.Problems) > 0 {
+				b.Fatal(pl.Problems)
+			}
 		}
 	}
 	b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "lines/s")
 
 	refs := 0
-	for _, pp := range pps {
-		refs += len(pp.Entries)
+	for _, pl := range pps {
+		refs += pl.Entries
 	}
 	if len(pps) != len(groups) || refs != n {
 		b.Fatalf("%d pay parts of %d lines, want %d pay parts of %d", len(pps), refs, len(groups), n)

@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 
 	"github.com/paysync/paysync"
@@ -23,9 +20,6 @@ type ImportLedger interface {
 }
 
 var _ ImportLedger = (*ledger.Ledger)(nil)
-
-// DefaultMaxProblems is how many problems a Report lists by default.
-const DefaultMaxProblems = 1000
 
 // Importer turns a source's payload into committed intent and delivers it.
 type Importer struct {
@@ -93,15 +87,22 @@ func (im *Importer) ImportFrom(ctx context.Context, kind paysync.SourceKind, nam
 	if err != nil || rep.ImportID == 0 {
 		return rep, err
 	}
-	open, err := im.L.OpenBatches(ctx, rep.ImportID)
+	_, err = im.deliverOpen(ctx, rep.ImportID)
+	return rep, err
+}
+
+// deliverOpen delivers an import's batches still open (also those an
+// earlier run of the same content left) and returns how many there were.
+func (im *Importer) deliverOpen(ctx context.Context, importID int64) (int, error) {
+	open, err := im.L.OpenBatches(ctx, importID)
 	if err != nil {
-		return rep, err
+		return 0, err
 	}
 	ids := make([]int64, len(open))
 	for i, b := range open {
 		ids[i] = b.ID
 	}
-	return rep, im.D.Deliver(ctx, ids)
+	return len(ids), im.D.Deliver(ctx, ids)
 }
 
 // PlanFrom is Plan for input read from r, in memory that does not grow
@@ -134,11 +135,11 @@ func (im *Importer) seenBefore(ctx context.Context, name string, r io.Reader) (r
 	if err != nil { // a pipe
 		return Report{}, false, nil
 	}
-	h := sha256.New()
-	if _, err := io.Copy(h, rs); err != nil {
+	var sum paysync.PayloadDigest
+	if _, err := io.Copy(&sum, rs); err != nil {
 		return Report{Source: name, Skipped: map[string]int{}}, true, &InputError{name, err}
 	}
-	if rep, dup, err := im.duplicate(ctx, name, hex.EncodeToString(h.Sum(nil))); dup || err != nil {
+	if rep, dup, err := im.duplicate(ctx, name, sum.Sum()); dup || err != nil {
 		return rep, true, err
 	}
 	if _, err := rs.Seek(start, io.SeekStart); err != nil {
@@ -175,16 +176,6 @@ func (im *Importer) duplicate(ctx context.Context, name, hash string) (Report, b
 	return rep, true, nil
 }
 
-// InputError is a failure to read a source's input (not a problem in it):
-// nothing of the source was committed.
-type InputError struct {
-	Source string
-	Err    error
-}
-
-func (e *InputError) Error() string { return fmt.Sprintf("import %s: read: %v", e.Source, e.Err) }
-func (e *InputError) Unwrap() error { return e.Err }
-
 // chunkEntries is how many entries are read, looked up and stored at a time.
 const chunkEntries = 1000
 
@@ -197,12 +188,8 @@ func (im *Importer) stream(ctx context.Context, kind paysync.SourceKind, name st
 		return rep, err
 	}
 	defer st.Rollback()
-	rules := im.Rules
-	if rules == nil {
-		rules = mapping.DefaultRules()
-	}
-	s := &importRun{im: im, ctx: ctx, st: st, rep: &rep, aggregate: rules.Aggregate,
-		planner: mapping.NewStreamPlanner(rules, im.Wire), probs: newProblemLog(im.MaxProblems)}
+	s := newSourceIntake(entryStep{mapper: im.Mapper, name: name, unit: "file", fix: "the export"}, st,
+		im.Rules, im.Wire, &rep, im.AllOrNothing, im.MaxProblems)
 	in := &teeInput{r: r, w: st}
 	rd, format, err := mapping.NewReader(name, in, im.Read)
 	if err := in.failed(name); err != nil {
@@ -213,7 +200,7 @@ func (im *Importer) stream(ctx context.Context, kind paysync.SourceKind, name st
 		rep.Problems = []error{err}
 		return rep, nil
 	}
-	if err := s.entries(rd); err != nil {
+	if err := stageEntries(ctx, s, st, rd); err != nil {
 		return rep, cmp.Or(in.failed(name), err)
 	}
 	// The whole input is the source, also what the reader left unread.
@@ -223,240 +210,87 @@ func (im *Importer) stream(ctx context.Context, kind paysync.SourceKind, name st
 	if err := in.failed(name); err != nil {
 		return rep, err
 	}
-	s.payParts()
-	rep.Problems, rep.ProblemsOmitted = s.probs.list()
+	s.finish()
 	// All or nothing: a source with a problem is recorded as rejected, with
 	// its rejects, and nothing else; ImportID stays 0.
-	rejected := im.AllOrNothing && s.probs.total > 0
+	rejected := s.rejected()
 	if preview != nil {
 		// Input that cannot seek is recognised by its hash only now (for a
 		// file this repeats seenBefore's one indexed lookup).
-		if dup, isDup, err := im.duplicate(ctx, name, st.Hash()); isDup || err != nil {
+		if dup, isDup, err := im.duplicate(ctx, name, in.sum.Sum()); isDup || err != nil {
 			return dup, err
 		}
 		if rejected {
-			rep.PayParts = 0
 			return rep, nil
 		}
 		return rep, st.PayParts(preview)
 	}
-	c, err := st.Commit(string(format), rep.Duplicates, rejected)
+	c, err := st.Commit(string(format), in.sum.Sum(), rep.Duplicates, rejected)
 	if errors.Is(err, ledger.ErrDuplicateSource) {
 		// Committed meanwhile (or, for input that cannot seek, before).
-		dup, _, err := im.duplicate(ctx, name, st.Hash())
+		dup, _, err := im.duplicate(ctx, name, in.sum.Sum())
 		return dup, err
 	}
 	if err != nil {
 		return rep, err
 	}
 	if rejected {
-		rep.RejectedAs, rep.PayParts = c.SourceID, 0
+		rep.RejectedAs = c.SourceID
 		return rep, nil
 	}
 	rep.ImportID, rep.Batches = c.SourceID, c.BatchIDs
 	return rep, nil
 }
 
-// importRun is stream's state.
-type importRun struct {
-	im        *Importer
-	ctx       context.Context
-	st        *ledger.StagedImport
-	rep       *Report
-	aggregate bool
-	planner   *mapping.Planner
-	probs     *problemLog
-}
-
-// problem records err (a Problem, several joined, or a fatal reader error)
-// as rejects.
-func (s *importRun) problem(phase int, err error) { s.probs.add(s.st, phase, err) }
-
-// keep says whether entries and pay parts are still staged: an
-// all-or-nothing source with a problem keeps none.
-func (s *importRun) keep() bool { return !s.im.AllOrNothing || s.probs.total == 0 }
-
-// entries reads the source in chunks: each chunk's ids are looked up in the
-// ledger at once, then every entry is checked, mapped and staged, and the
-// chunk is flushed to the ledger.
-func (s *importRun) entries(rd mapping.Reader) error {
+// stageEntries reads a file in chunks, in memory that does not grow with
+// it: each chunk's keys are looked up in the ledger at once (with those
+// seen before in this source, kept in the staging), then every entry goes
+// through intake, and the chunk is flushed to the ledger.
+func stageEntries(ctx context.Context, s *sourceIntake, st *ledger.StagedImport, rd mapping.Reader) error {
 	chunk := make([]paysync.Entry, 0, chunkEntries)
-	ids := make([]string, 0, chunkEntries)
+	keys := make([]string, 0, chunkEntries)
 	for done := false; !done; {
-		chunk, ids = chunk[:0], ids[:0]
-		for len(chunk) < chunkEntries {
-			if err := s.ctx.Err(); err != nil {
-				return err
-			}
-			e, err := rd.Next()
-			if errors.Is(err, io.EOF) {
-				done = true
-				break
-			}
-			var p *mapping.Problem
-			if errors.As(err, &p) {
-				s.rep.Entries++
-				s.problem(ledger.PhaseRead, err)
-				continue
-			}
-			if err != nil {
-				s.problem(ledger.PhaseRead, err)
-				done = true
-				break
-			}
-			s.rep.Entries++
-			chunk = append(chunk, e)
-			ids = append(ids, e.ID)
+		var err error
+		if chunk, done, err = s.read(ctx, rd, chunk[:0], chunkEntries); err != nil {
+			return err
 		}
-		known, seen, err := s.st.Lookup(ids)
+		keys = keys[:0]
+		for _, e := range chunk {
+			keys = append(keys, e.Key())
+		}
+		known, seen, err := st.Lookup(keys)
 		if err != nil {
 			return err
 		}
+		seenBefore := func(key string) bool {
+			if seen[key] {
+				return true
+			}
+			seen[key] = true
+			st.See(key)
+			return false
+		}
 		for i := range chunk {
-			if err := s.entry(chunk[i], known, seen); err != nil {
+			if err := s.entry(ctx, chunk[i], known, seenBefore); err != nil {
 				return err
 			}
 			chunk[i] = paysync.Entry{}
 		}
-		if err := s.st.Flush(); err != nil {
+		if err := st.Flush(); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// entry dedupes, maps and stages one entry (and, without aggregation, its
-// pay parts). seen holds the ids seen before in this source; it gets e's.
-func (s *importRun) entry(e paysync.Entry, known map[string]ledger.KnownEntry, seen map[string]bool) error {
-	h, data, err := ledger.EntryHash(e)
-	if err != nil {
-		return err
-	}
-	if seen[e.ID] {
-		s.problem(ledger.PhaseEntry, &mapping.Problem{Source: e.Source, Line: e.Line, EntryID: e.ID, Field: "id",
-			Msg: "duplicate entry id in this file", Hint: "entry ids must be unique; fix the export"})
-		return nil
-	}
-	seen[e.ID] = true
-	s.st.See(e.ID)
-	if k, ok := known[e.ID]; ok && k.Status != paysync.EntryRejected {
-		if k.Hash == h {
-			s.rep.Duplicates++
-			return nil
-		}
-		if k.Status == paysync.EntryMapped {
-			s.problem(ledger.PhaseEntry, &mapping.Problem{Source: e.Source, Line: e.Line, EntryID: e.ID, Field: "id",
-				Msg:  fmt.Sprintf("was imported on %s from %s (import %d) with different content", k.ImportedAt.Format("2006-01-02 15:04"), k.SourceName, k.SourceID),
-				Hint: fmt.Sprintf("to change it, revert that import (paysync revert --import %d) and replay it, or give the changed entry a new id", k.SourceID)})
-			return nil
-		}
-	}
-	ne := ledger.NewEntry{Entry: e, Hash: h, Status: paysync.EntryMapped}
-	lines, err := s.im.Mapper.Map(s.ctx, e)
-	switch {
-	case err != nil && !mapping.OnlyProblems(err):
-		return err
-	case err != nil:
-		ne.Status = paysync.EntryRejected
-		s.problem(ledger.PhaseEntry, err)
-		lines = nil
-	case len(lines) == 0:
-		ne.Status, ne.Note = paysync.EntrySkipped, "no pay part"
-	case lines[0].Skip != "":
-		ne.Status, ne.Note = paysync.EntrySkipped, lines[0].Skip
-		s.rep.Skipped[lines[0].Skip]++
-		lines = nil
-	}
-	if ne.Status == paysync.EntryMapped {
-		s.rep.Mapped++
-	}
-	var seq int64
-	if s.keep() {
-		if seq, err = s.st.AddEntry(ne, data); err != nil {
-			return err
-		}
-	}
-	for _, l := range lines {
-		p := s.planner.Place(l)
-		if s.keep() {
-			s.st.Link(seq, p)
-		}
-	}
-	// Without aggregation each pay part is complete at once.
-	if !s.aggregate && len(lines) > 0 {
-		s.add(s.planner.Take(false))
-	}
-	return nil
-}
-
-// payParts stages the aggregated pay parts, complete at the end.
-func (s *importRun) payParts() { s.add(s.planner.Take(true)) }
-
-// add stages complete pay parts; one with a problem is dropped (and so is
-// an entry that went only into dropped ones).
-func (s *importRun) add(placed []mapping.Placed) {
-	for _, pl := range placed {
-		switch {
-		case len(pl.Problems) > 0:
-			for _, p := range pl.Problems {
-				s.problem(ledger.PhasePlan, p)
-			}
-			if s.keep() {
-				s.st.DropPayPart(pl.Index)
-			}
-		case s.keep():
-			s.st.AddPayPart(pl.Index, pl.PayPart)
-			s.rep.PayParts++
-		}
-	}
-}
-
-// problemLog records every problem as a reject and keeps the first few
-// for the report, in the order the rejects are stored: the reader's, the
-// entries', the pay parts'.
-type problemLog struct {
-	max    int
-	phases [3][]error
-	total  int
-}
-
-func newProblemLog(max int) *problemLog {
-	if max <= 0 {
-		max = DefaultMaxProblems
-	}
-	return &problemLog{max: max}
-}
-
-func (pl *problemLog) add(st *ledger.StagedImport, phase int, err error) {
-	for _, p := range mapping.Flatten(err) {
-		var mp *mapping.Problem
-		r := ledger.NewReject{Message: p.Error()}
-		if errors.As(p, &mp) {
-			r = ledger.NewReject{EntryID: mp.EntryID, Line: mp.Line, Field: mp.Field, Message: mp.Msg, Hint: mp.Hint}
-		}
-		st.AddReject(phase, r)
-		pl.total++
-		if len(pl.phases[phase]) < pl.max {
-			pl.phases[phase] = append(pl.phases[phase], p)
-		}
-	}
-}
-
-// list returns the problems to report and how many are left out.
-func (pl *problemLog) list() ([]error, int) {
-	var out []error
-	for _, ps := range pl.phases {
-		out = append(out, ps[:min(len(ps), pl.max-len(out))]...)
-	}
-	return out, pl.total - len(out)
-}
-
-// teeInput hands what it reads to the ledger (the source's raw input) and
-// remembers the first failure reading the input (err) or storing it
-// (stored), which must not pass for the end of the input.
+// teeInput hands what it reads to the ledger (the source's raw input),
+// hashes it (sum: the source's content hash) and remembers the first
+// failure reading the input (err) or storing it (stored), which must not
+// pass for the end of the input.
 type teeInput struct {
 	r      io.Reader
 	w      io.Writer
+	sum    paysync.PayloadDigest
 	err    error
 	stored error
 }
@@ -467,6 +301,7 @@ func (t *teeInput) Read(p []byte) (int, error) {
 	}
 	n, err := t.r.Read(p)
 	if n > 0 {
+		t.sum.Write(p[:n])
 		if _, werr := t.w.Write(p[:n]); werr != nil {
 			t.stored = werr
 			return n, werr

@@ -4,8 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"io"
+	"math"
 	"time"
 
 	"github.com/paysync/paysync"
@@ -50,69 +49,58 @@ type Message struct {
 	Received time.Time
 }
 
-// msgPlan is one message on its way through PlanMessages.
-type msgPlan struct {
-	hash    string
-	entries []paysync.Entry
-	intent  ledger.ImportIntent
-	skip    bool // a duplicate source: nothing to commit
-}
-
 // Plan reads, dedupes (against the ledger and within the group), maps and
 // validates every message and commits them in one transaction. reps[i]
 // is message i's outcome; errs[i] is set when the ledger refused to commit
 // it (retry it later). A non-nil error means nothing was committed.
 func (mi *MessageImporter) Plan(ctx context.Context, msgs []Message) (reps []Report, errs []error, err error) {
 	reps, errs = make([]Report, len(msgs)), make([]error, len(msgs))
-	plans := make([]msgPlan, len(msgs))
 	hashes := make([]string, len(msgs))
 	for i, m := range msgs {
 		reps[i] = Report{Source: m.Name, Skipped: map[string]int{}}
-		hashes[i] = ledger.HashPayload(m.Payload)
-		plans[i].hash = hashes[i]
+		hashes[i] = paysync.PayloadHash(m.Payload)
 	}
 	known, err := mi.L.SourcesByHash(ctx, hashes)
 	if err != nil {
 		return nil, nil, err
 	}
-	var ids []string
+	// Read every new message, then look all their entries up at once.
+	runs := make([]*msgRun, len(msgs))
+	var keys []string
 	inGroup := map[string]bool{}
 	for i, m := range msgs {
-		p := &plans[i]
-		if src, ok := known[p.hash]; ok {
+		if src, ok := known[hashes[i]]; ok {
 			reps[i].ImportID, reps[i].Duplicate, reps[i].Entries, reps[i].Duplicates = src.ID, true, src.Entries, src.Entries
-			p.skip = true
 			continue
 		}
-		if inGroup[p.hash] { // the same message twice in one group
+		if inGroup[hashes[i]] { // the same message twice in one group
 			reps[i].Duplicate = true
-			p.skip = true
 			continue
 		}
-		inGroup[p.hash] = true
-		p.entries, reps[i].Entries, reps[i].Problems = readMessage(m)
-		for _, e := range p.entries {
-			ids = append(ids, e.ID)
+		inGroup[hashes[i]] = true
+		runs[i] = mi.read(ctx, m, &reps[i])
+		for _, e := range runs[i].entries {
+			keys = append(keys, e.Key())
 		}
 	}
-	seen, err := mi.L.LookupEntries(ctx, ids)
+	seen, err := mi.L.LookupEntries(ctx, keys)
 	if err != nil {
 		return nil, nil, err
 	}
 	var intents []ledger.ImportIntent
 	var which []int // intents[k] is message which[k]
 	for i, m := range msgs {
-		p := &plans[i]
-		if p.skip {
+		if runs[i] == nil {
 			continue
 		}
-		if err := mi.plan(ctx, m, p, &reps[i], seen); err != nil {
+		in, err := mi.plan(ctx, m, hashes[i], runs[i], seen)
+		if err != nil {
 			// Not the message's fault (payroll could not be read): it
 			// is retried later, and the rest of the group goes on.
 			errs[i] = err
 			continue
 		}
-		intents = append(intents, p.intent)
+		intents = append(intents, in)
 		which = append(which, i)
 	}
 	if len(intents) == 0 {
@@ -128,7 +116,7 @@ func (mi *MessageImporter) Plan(ctx context.Context, msgs []Message) (reps []Rep
 			reps[i].Duplicate = true
 		case ierrs[k] != nil:
 			errs[i] = ierrs[k]
-		case plans[i].intent.Rejected:
+		case intents[k].Rejected:
 			reps[i].RejectedAs = done[k].SourceID
 		default:
 			reps[i].ImportID, reps[i].Batches = done[k].SourceID, done[k].BatchIDs
@@ -137,147 +125,65 @@ func (mi *MessageImporter) Plan(ctx context.Context, msgs []Message) (reps []Rep
 	return reps, errs, nil
 }
 
-// readMessage reads a message's entries (JSON: one entry, an array, or
-// {"entries": [...]}).
-func readMessage(m Message) (entries []paysync.Entry, n int, problems []error) {
+// msgRun is one message on its way through Plan: its intake, recorded in
+// memory, and its entries.
+type msgRun struct {
+	s       *sourceIntake
+	in      *ledger.ImportIntent
+	entries []paysync.Entry
+	err     error // reading was cancelled
+}
+
+// read reads a message's entries (JSON: one entry, an array, or
+// {"entries": [...]}); a message that is not JSON at all is a problem.
+func (mi *MessageImporter) read(ctx context.Context, m Message, rep *Report) *msgRun {
+	r := &msgRun{in: &ledger.ImportIntent{}}
+	step := entryStep{mapper: mi.Mapper, company: m.Company, name: m.Name, unit: "message", fix: "the publisher"}
+	// A message is all or nothing: one with any problem is refused.
+	r.s = newSourceIntake(step, r.in, mi.Rules, mi.Wire, rep, true, 0)
 	rd, _, err := mapping.NewReader(m.Name, bytes.NewReader(m.Payload), mapping.ReadOptions{Format: mapping.FormatJSON})
 	if err != nil {
-		return nil, 0, []error{err}
+		r.s.problem(ledger.PhaseRead, err)
+		return r
 	}
-	for {
-		e, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			return entries, n, problems
-		}
-		var p *mapping.Problem
-		if errors.As(err, &p) {
-			n++
-			problems = append(problems, err)
-			continue
-		}
-		if err != nil {
-			return entries, n, append(problems, err)
-		}
-		n++
-		entries = append(entries, e)
-	}
+	// Cancelled is not the message's fault: plan returns it.
+	r.entries, _, r.err = r.s.read(ctx, rd, nil, math.MaxInt)
+	return r
 }
 
-// plan dedupes, maps and validates one message's entries into its intent;
-// seen holds the entries known to the ledger and gains those of valid
-// messages planned before in the group (they commit first, in order).
-func (mi *MessageImporter) plan(ctx context.Context, m Message, p *msgPlan, rep *Report, seen map[string]ledger.KnownEntry) error {
-	planner := mapping.NewPlanner(mi.Rules, mi.Wire)
-	p.intent = ledger.ImportIntent{
-		Source:     &ledger.NewSource{Kind: m.Kind, Name: m.Name, Format: string(mapping.FormatJSON), Hash: p.hash, Payload: m.Payload},
-		BatchSize:  mi.BatchSize,
-		Accumulate: true,
-		Received:   m.Received,
+// plan takes one message's entries through intake into its intent; seen
+// holds the entries known to the ledger and gains those of valid messages
+// planned before in the group (they commit first, in order).
+func (mi *MessageImporter) plan(ctx context.Context, m Message, hash string, r *msgRun, seen map[string]ledger.KnownEntry) (ledger.ImportIntent, error) {
+	if r.err != nil {
+		return ledger.ImportIntent{}, r.err
 	}
-	mine := map[string]string{} // entry id → hash, within this message
-	for _, e := range p.entries {
-		// An entry that took the subject's company is the same entry as
-		// the one without it: stored before the subject decided (or sent
-		// once with and once without company_id), it is a duplicate.
-		asSent := ""
-		if m.Company != "" && e.CompanyID == "" {
-			var err error
-			if asSent, _, err = ledger.EntryHash(e); err != nil {
-				return err
-			}
+	mine := map[string]bool{} // keys within this message
+	seenBefore := func(key string) bool {
+		if mine[key] {
+			return true
 		}
-		if m.Company != "" {
-			if e.CompanyID != "" && e.CompanyID != m.Company {
-				rep.Problems = append(rep.Problems, &mapping.Problem{Source: e.Source, Line: e.Line, EntryID: e.ID, Field: "company_id",
-					Msg:  fmt.Sprintf("is %s, but the message was published for company %s (%s)", e.CompanyID, m.Company, m.Name),
-					Hint: "publish the entry on its company's subject, or fix company_id"})
-				continue
-			}
-			// Stored with the entry, so a replay maps it to the same company.
-			e.CompanyID = m.Company
-		}
-		h, data, err := ledger.EntryHash(e)
-		if err != nil {
-			return err
-		}
-		if _, dup := mine[e.ID]; dup {
-			rep.Problems = append(rep.Problems, &mapping.Problem{Source: e.Source, Line: e.Line, EntryID: e.ID, Field: "id",
-				Msg: "duplicate entry id in this message", Hint: "entry ids must be unique; fix the publisher"})
-			continue
-		}
-		mine[e.ID] = h
-		if k, ok := seen[e.ID]; ok && k.Status != paysync.EntryRejected {
-			if k.Hash == h || (asSent != "" && k.Hash == asSent) {
-				rep.Duplicates++
-				continue
-			}
-			if k.Status == paysync.EntryMapped {
-				rep.Problems = append(rep.Problems, changedEntry(e, k))
-				continue
-			}
-		}
-		ne := ledger.NewEntry{Entry: e, Hash: h, Status: paysync.EntryMapped, Data: data}
-		lines, err := mi.Mapper.Map(ctx, e)
-		switch {
-		case err != nil && !mapping.OnlyProblems(err):
-			return err
-		case err != nil:
-			ne.Status = paysync.EntryRejected
-			rep.Problems = append(rep.Problems, err)
-		case len(lines) == 0:
-			ne.Status, ne.Note = paysync.EntrySkipped, "no pay part"
-		case lines[0].Skip != "":
-			ne.Status, ne.Note = paysync.EntrySkipped, lines[0].Skip
-			rep.Skipped[lines[0].Skip]++
-		default:
-			for _, l := range lines {
-				if err := planner.Add(l); err != nil {
-					rep.Problems = append(rep.Problems, err)
-				}
-			}
-		}
-		p.intent.Entries = append(p.intent.Entries, ne)
+		mine[key] = true
+		return false
 	}
-	planned, probs := planner.PayParts()
-	rep.Problems = append(rep.Problems, probs...)
-	if len(rep.Problems) > 0 {
+	for _, e := range r.entries {
+		if err := r.s.entry(ctx, e, seen, seenBefore); err != nil {
+			return ledger.ImportIntent{}, err
+		}
+	}
+	r.s.finish()
+	in := *r.in
+	in.Source = &ledger.NewSource{Kind: m.Kind, Name: m.Name, Format: string(mapping.FormatJSON), Hash: hash, Payload: m.Payload}
+	in.BatchSize, in.Accumulate, in.Received = mi.BatchSize, true, m.Received
+	if r.s.rejected() {
 		// Refused as a whole: the source and its rejects stay for the
 		// audit trail (paysync imports); its entries are not taken.
-		p.intent.Rejected = true
-		p.intent.Rejects = rejectsOf(rep.Problems)
-		return nil
+		in.Rejected = true
+		return in, nil
 	}
-	for _, ne := range p.intent.Entries {
-		seen[ne.Entry.ID] = ledger.KnownEntry{Status: ne.Status, Hash: ne.Hash, SourceName: m.Name}
+	for _, ne := range in.Entries {
+		seen[ne.Entry.Key()] = ledger.KnownEntry{Status: ne.Status, Hash: ne.Hash, SourceName: m.Name}
 	}
-	p.intent.Duplicates = rep.Duplicates
-	p.intent.PayParts = planned
-	rep.PayParts = len(planned)
-	return nil
-}
-
-// changedEntry is the problem of an entry id paid before with other content.
-func changedEntry(e paysync.Entry, k ledger.KnownEntry) *mapping.Problem {
-	if k.SourceID == 0 { // earlier in the same group
-		return &mapping.Problem{Source: e.Source, Line: e.Line, EntryID: e.ID, Field: "id",
-			Msg:  fmt.Sprintf("was received just before in %s with different content", k.SourceName),
-			Hint: "give the changed entry a new id, or revert the earlier import and replay it"}
-	}
-	return &mapping.Problem{Source: e.Source, Line: e.Line, EntryID: e.ID, Field: "id",
-		Msg:  fmt.Sprintf("was imported on %s from %s (import %d) with different content", k.ImportedAt.Format("2006-01-02 15:04"), k.SourceName, k.SourceID),
-		Hint: fmt.Sprintf("to change it, revert that import (paysync revert --import %d) and replay it, or give the changed entry a new id", k.SourceID)}
-}
-
-// rejectsOf turns problems into ledger rejects.
-func rejectsOf(problems []error) []ledger.NewReject {
-	var out []ledger.NewReject
-	for _, p := range mapping.Flatten(problems...) {
-		var mp *mapping.Problem
-		if errors.As(p, &mp) {
-			out = append(out, ledger.NewReject{EntryID: mp.EntryID, Line: mp.Line, Field: mp.Field, Message: mp.Msg, Hint: mp.Hint})
-		} else {
-			out = append(out, ledger.NewReject{Message: p.Error()})
-		}
-	}
-	return out
+	in.Duplicates = r.s.rep.Duplicates
+	return in, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"time"
@@ -293,27 +294,22 @@ func (r *Replayer) Plan(ctx context.Context, batchID, sourceID int64, force bool
 	}
 	plan.InPayroll, plan.Forced = sortedSkips(skipped), sortedSkips(forced)
 	plan.Entries = len(todo)
-	planner := mapping.NewPlanner(r.Rules, r.Wire)
+	// The stored entries go through the same step as any source's, but
+	// for dedupe: the live-entry rules above decided which are taken.
+	rep := Report{Skipped: plan.Skipped}
+	in := &ledger.ImportIntent{}
+	s := newSourceIntake(entryStep{mapper: r.Mapper}, in, r.Rules, r.Wire, &rep, false, math.MaxInt)
 	for _, e := range todo {
-		lines, err := r.Mapper.Map(ctx, e)
-		switch {
-		case err != nil && !mapping.OnlyProblems(err):
+		out, err := mapEntry(ctx, r.Mapper, e)
+		if err != nil {
 			return plan, err
-		case err != nil:
-			plan.Problems = append(plan.Problems, err)
-		case len(lines) > 0 && lines[0].Skip != "":
-			plan.Skipped[lines[0].Skip]++
-		default:
-			for _, l := range lines {
-				if err := planner.Add(l); err != nil {
-					plan.Problems = append(plan.Problems, err)
-				}
-			}
+		}
+		if err := s.record(out); err != nil {
+			return plan, err
 		}
 	}
-	pps, probs := planner.PayParts()
-	plan.PayParts = pps
-	plan.Problems = mapping.Flatten(append(plan.Problems, probs...)...)
+	s.finish()
+	plan.PayParts, plan.Problems = in.PayParts, rep.Problems
 	return plan, nil
 }
 
@@ -455,28 +451,27 @@ func Redrive(ctx context.Context, l RedriveLedger, im *Importer, src ledger.Sour
 	if err != nil {
 		return rep, err
 	}
+	if err := linkRedrive(ctx, l, rep, src.ID); err != nil || rep.ImportID == 0 {
+		return rep, err
+	}
+	n, err := im.deliverOpen(ctx, rep.ImportID)
+	if rep.Duplicate {
+		rep.Resumed = n
+	}
+	return rep, err
+}
+
+// linkRedrive records that what a re-drive became (an import, or a source
+// refused again) re-drives source of.
+func linkRedrive(ctx context.Context, l RedriveLedger, rep Report, of int64) error {
 	for _, id := range []int64{rep.ImportID, rep.RejectedAs} {
 		if id != 0 {
-			if err := l.LinkReplay(ctx, id, src.ID); err != nil {
-				return rep, err
+			if err := l.LinkReplay(ctx, id, of); err != nil {
+				return err
 			}
 		}
 	}
-	if rep.ImportID == 0 {
-		return rep, nil
-	}
-	open, err := im.L.OpenBatches(ctx, rep.ImportID)
-	if err != nil {
-		return rep, err
-	}
-	ids := make([]int64, len(open))
-	for i, b := range open {
-		ids[i] = b.ID
-	}
-	if rep.Duplicate {
-		rep.Resumed = len(open)
-	}
-	return rep, im.D.Deliver(ctx, ids)
+	return nil
 }
 
 // RedriveMessage takes a streaming message refused as a whole (or dead
@@ -504,15 +499,8 @@ func RedriveMessage(ctx context.Context, l RedriveMessageLedger, mi *MessageImpo
 	if errs[0] != nil || preview != nil {
 		return rep, errs[0]
 	}
-	for _, id := range []int64{rep.ImportID, rep.RejectedAs} {
-		if id != 0 {
-			if err := l.LinkReplay(ctx, id, src.ID); err != nil {
-				return rep, err
-			}
-		}
-	}
-	if rep.ImportID == 0 {
-		return rep, nil
+	if err := linkRedrive(ctx, l, rep, src.ID); err != nil || rep.ImportID == 0 {
+		return rep, err
 	}
 	// Its pay parts, in whichever batches they went to.
 	es, err := l.EntriesOfSource(ctx, rep.ImportID)

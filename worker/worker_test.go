@@ -275,13 +275,14 @@ func expectedFor(t *testing.T, e *env, payload []byte) []string {
 			t.Fatal(err)
 		}
 		for _, l := range lines {
-			_ = p.Add(l)
+			p.Place(l)
 		}
 	}
-	pps, _ := p.PayParts()
 	var out []string
-	for _, pp := range pps {
-		out = append(out, key(pp.CompanyID, pp.EmployeeID, pp.Code, pp.Numbers))
+	for _, pl := range p.Take(true) {
+		if len(pl.Problems) == 0 {
+			out = append(out, key(pl.PayPart.CompanyID, pl.PayPart.EmployeeID, pl.PayPart.Code, pl.PayPart.Numbers))
+		}
 	}
 	return out
 }
