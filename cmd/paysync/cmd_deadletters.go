@@ -36,9 +36,8 @@ func runDeadLetters(ctx context.Context, args []string, std stdio, env lookupEnv
 	if cfg.NATSURL == "" {
 		return usagef("config: NATS_URL is not set")
 	}
-	scfg := stream.Config{URL: cfg.NATSURL, CredsFile: cfg.NATSCreds, NKeySeedFile: cfg.NATSNKey, CAFile: cfg.NATSCA, CertFile: cfg.NATSCert, KeyFile: cfg.NATSKey,
-		Stream: cfg.NATSStream, Subjects: []string{cfg.NATSSubject}, Durable: cfg.NATSDurable, DeadLetter: cfg.NATSDeadLetter, Bind: cfg.NATSBind,
-		Filter: cfg.NATSFilter, Name: "paysync-deadletters"}
+	scfg := cfg.streamConfig(nil)
+	scfg.Name = "paysync-deadletters"
 	if _, err := stream.New(scfg, deadLettersSink{}); err != nil { // the same checks as run's
 		return usagef("%v", err)
 	}

@@ -50,7 +50,9 @@ func runPublish(ctx context.Context, args []string, std stdio, env lookupEnv) er
 	if fs.NArg() == 0 {
 		return usagef("publish: name at least one file, or - for standard input")
 	}
-	nc, err := stream.Connect(stream.Config{URL: cfg.NATSURL, CredsFile: cfg.NATSCreds, NKeySeedFile: cfg.NATSNKey, CAFile: cfg.NATSCA, CertFile: cfg.NATSCert, KeyFile: cfg.NATSKey, Name: "paysync-publish"})
+	scfg := cfg.streamConfig(nil)
+	scfg.Name = "paysync-publish"
+	nc, err := stream.Connect(scfg)
 	if err != nil {
 		return err
 	}

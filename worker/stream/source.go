@@ -542,14 +542,7 @@ func (s *Source) setup(ctx context.Context, r *run) error {
 	} else {
 		_, err := r.js.Stream(ctx, c.Stream)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			_, err = r.js.CreateStream(ctx, jetstream.StreamConfig{
-				Name:        c.Stream,
-				Description: "timesheet entries for paysync",
-				Subjects:    c.Subjects,
-				Storage:     jetstream.FileStorage,
-				Retention:   jetstream.WorkQueuePolicy,
-				Duplicates:  duplicateWindow,
-			})
+			_, err = r.js.CreateStream(ctx, StreamConfig(c))
 			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 				err = nil // another replica created it meanwhile
 			} else if err == nil {
