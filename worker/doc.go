@@ -28,7 +28,10 @@
 //   - revoked: sending stops at once, everything stays pending.
 //
 // On start (Recover), batches left sending are reconciled and reverts left
-// half done are finished before any new work.
+// half done are finished before any new work. Daemon puts the parts of
+// `paysync run` in their order (start-up reads, sources, recovery, the
+// sending Pipeline; on stop intake first, then a last flush); Begin is the
+// same start for a command that sends once.
 //
 // Limits: a pay part created by someone else after the snapshot that is
 // identical to one of ours (same employee, code and numbers) could be

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/paysync/paysync/mapping"
 	"github.com/paysync/paysync/payroll"
 )
 
@@ -132,18 +131,4 @@ func runPayParts(ctx context.Context, args []string, io stdio, env lookupEnv) er
 		return writeJSON(io.out, pps)
 	}
 	return writePayParts(io.out, pps)
-}
-
-// defaultCompany is the company for entries that name none: configured
-// (PAYSYNC_COMPANY_ID or --company), else the rules file's, else (only when
-// needed) the account's current company. "" means the rules decide.
-func defaultCompany(ctx context.Context, cl *payroll.Client, rules *mapping.Rules, configured string) (string, error) {
-	if configured != "" || rules.Company != "" {
-		return configured, nil
-	}
-	id, err := cl.CurrentCompany(ctx)
-	if err != nil {
-		return "", fmt.Errorf("find current company (set PAYSYNC_COMPANY_ID to skip): %w", err)
-	}
-	return id, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/paysync/paysync"
+	"github.com/paysync/paysync/ledger"
 	"github.com/paysync/paysync/mapping"
 	"github.com/paysync/paysync/worker"
 )
@@ -52,6 +53,13 @@ func (p *progress) update(done int) {
 	fmt.Fprintf(p.w, "\rsending [%-*s] %d/%d pay parts", width, string(repeat('#', filled)), done, p.total)
 }
 
+// add counts the pending pay parts of batches about to be sent.
+func (p *progress) add(open []ledger.Batch) {
+	for _, b := range open {
+		p.total += b.Pending
+	}
+}
+
 func (p *progress) done() {
 	if p.on {
 		fmt.Fprint(p.w, "\r\033[K")
@@ -88,35 +96,23 @@ type sendSummary struct {
 // sendImport imports files for real: intent first, then delivery.
 func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []string, opts mapping.ReadOptions, asJSON bool, io stdio) error {
 	// The start-up reads wait out a short payroll outage (429, 5xx, token
-	// endpoint), up to PAYSYNC_STARTUP_TIMEOUT in all.
-	w := s.commandWaiter(io.err)
-	schema, company, err := startupReads(ctx, w, s.cl, rules, s.cfg.CompanyID, func(string) {})
-	if err != nil {
-		return s.startupErr(err)
-	}
+	// endpoint), up to PAYSYNC_STARTUP_TIMEOUT in all; whatever an earlier
+	// run left in flight is settled before new work, and the batches it
+	// left open are delivered first.
 	d := s.deliverer(io)
 	prog := newProgress(io.err)
 	d.OnProgress = prog.update
 	defer prog.done()
-	// Whatever an earlier run left in flight is settled before new work:
-	// batches left sending are reconciled, open ones delivered.
-	if err := w.Do(ctx, waitRecovery, d.Recover); err != nil {
+	mapper, schema, err := worker.Begin(ctx, s.commandWaiter(io.err), s.cl, rules, s.cfg.CompanyID, d)
+	if err != nil {
 		return s.startupErr(err)
 	}
-	if open, err := s.led.OpenBatches(ctx, 0); err != nil {
-		return err
-	} else if len(open) > 0 {
-		ids := make([]int64, len(open))
-		for i, b := range open {
-			ids[i] = b.ID
-			prog.total += b.Pending
-		}
+	if _, err := d.DeliverOpen(ctx, 0, func(open []ledger.Batch) {
+		prog.add(open)
 		fmt.Fprintf(io.err, "paysync: finishing %d batch(es) left open by an earlier run\n", len(open))
-		if err := d.Deliver(ctx, ids); err != nil {
-			return err
-		}
+	}); err != nil {
+		return err
 	}
-	mapper := mapping.NewMapper(rules, mapping.NewCache(s.cl), schema, company)
 	im := &worker.Importer{L: s.led, D: d, Mapper: mapper, Rules: rules, Wire: schema, Read: opts, BatchSize: s.cfg.BatchSize}
 	var sum sendSummary
 	var runErr error
@@ -135,20 +131,11 @@ func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []s
 			sum.Problems = append(sum.Problems, toProblemJSON(p)...)
 		}
 		if rep.ImportID != 0 {
-			open, err := s.led.OpenBatches(ctx, rep.ImportID)
-			if err != nil {
-				runErr = err
-				break
-			}
-			ids := make([]int64, len(open))
-			for i, b := range open {
-				ids[i] = b.ID
-				prog.total += b.Pending
-			}
+			n, err := d.DeliverOpen(ctx, rep.ImportID, prog.add)
 			if rep.Duplicate {
-				rep.Resumed = len(open)
+				rep.Resumed = n
 			}
-			if err := d.Deliver(ctx, ids); err != nil {
+			if err != nil {
 				runErr = err
 			}
 			batches, err := s.led.BatchesOfSource(ctx, rep.ImportID)

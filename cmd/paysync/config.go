@@ -15,6 +15,7 @@ import (
 
 	"github.com/paysync/paysync/ledger"
 	"github.com/paysync/paysync/payroll"
+	"github.com/paysync/paysync/worker/stream"
 	"github.com/sethvargo/go-envconfig"
 )
 
@@ -90,9 +91,25 @@ func loadConfig(ctx context.Context, env lookupEnv) (config, error) {
 	var c config
 	err := envconfig.ProcessWith(ctx, &envconfig.Config{Target: &c, Lookuper: lookuper(env)})
 	if err != nil {
-		return c, usagef("config: %s", cleanEnvErr(err))
+		name, msg := cleanEnvErr(err)
+		return c, varErrorf(name, "config: %s", msg)
 	}
 	return c, nil
+}
+
+// varError is a configuration error of one environment variable (Var; ""
+// when it names none): a usage error whose variable callers such as
+// doctor read without parsing the message.
+type varError struct {
+	Var string
+	err *usageError
+}
+
+func (e *varError) Error() string { return e.err.Error() }
+func (e *varError) Unwrap() error { return e.err }
+
+func varErrorf(name, format string, a ...any) error {
+	return &varError{Var: name, err: &usageError{fmt.Sprintf(format, a...)}}
 }
 
 type lookuper lookupEnv
@@ -100,18 +117,18 @@ type lookuper lookupEnv
 func (l lookuper) Lookup(key string) (string, bool) { return l(key) }
 
 // cleanEnvErr puts envconfig's message on one line, naming the environment
-// variable instead of the Go field.
-func cleanEnvErr(err error) string {
-	msg := oneLine(err.Error())
+// variable instead of the Go field, and returns the variable ("" if none).
+func cleanEnvErr(err error) (name, msg string) {
+	msg = oneLine(err.Error())
 	t := reflect.TypeOf(config{})
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
 		if name != "" && strings.HasPrefix(msg, f.Name+":") {
-			return name + msg[len(f.Name):]
+			return name, name + msg[len(f.Name):]
 		}
 	}
-	return msg
+	return "", msg
 }
 
 // apiFlags registers the flags shared by commands that talk to the payroll
@@ -130,44 +147,44 @@ func (c *config) apiFlags(fs *flag.FlagSet) {
 // validate checks the settings needed to reach the payroll API.
 func (c *config) validate() error {
 	if c.PayrollURL == "" {
-		return usagef("config: PAYSYNC_PAYROLL_URL is not set (the payroll API base URL; GraphQL is at {url}/graphql; 'paysync sandbox' prints one to try)")
+		return varErrorf("PAYSYNC_PAYROLL_URL", "config: PAYSYNC_PAYROLL_URL is not set (the payroll API base URL; GraphQL is at {url}/graphql; 'paysync sandbox' prints one to try)")
 	}
 	if err := checkURL(c.PayrollURL); err != nil {
-		return usagef("config: PAYSYNC_PAYROLL_URL: %v", err)
+		return varErrorf("PAYSYNC_PAYROLL_URL", "config: PAYSYNC_PAYROLL_URL: %v", err)
 	}
 	if c.AuthURL != "" {
 		if err := checkURL(c.AuthURL); err != nil {
-			return usagef("config: PAYSYNC_AUTH_URL: %v", err)
+			return varErrorf("PAYSYNC_AUTH_URL", "config: PAYSYNC_AUTH_URL: %v", err)
 		}
 	}
 	if c.AuthRealm == "" || strings.ContainsAny(c.AuthRealm, "/?# ") {
-		return usagef("config: PAYSYNC_AUTH_REALM: %q is not a realm name", c.AuthRealm)
+		return varErrorf("PAYSYNC_AUTH_REALM", "config: PAYSYNC_AUTH_REALM: %q is not a realm name", c.AuthRealm)
 	}
 	if c.ClientID == "" {
-		return usagef("config: PAYSYNC_CLIENT_ID is not set (the OAuth2 client id of the paysync integration)")
+		return varErrorf("PAYSYNC_CLIENT_ID", "config: PAYSYNC_CLIENT_ID is not set (the OAuth2 client id of the paysync integration)")
 	}
 	if c.HTTPTimeout <= 0 {
-		return usagef("config: PAYSYNC_HTTP_TIMEOUT: must be positive, got %s", c.HTTPTimeout)
+		return varErrorf("PAYSYNC_HTTP_TIMEOUT", "config: PAYSYNC_HTTP_TIMEOUT: must be positive, got %s", c.HTTPTimeout)
 	}
 	if c.StartupTimeout <= 0 {
-		return usagef("config: PAYSYNC_STARTUP_TIMEOUT: must be positive, got %s", c.StartupTimeout)
+		return varErrorf("PAYSYNC_STARTUP_TIMEOUT", "config: PAYSYNC_STARTUP_TIMEOUT: must be positive, got %s", c.StartupTimeout)
 	}
 	switch c.WireNumbers {
 	case "auto", "float", "int":
 	default:
-		return usagef("config: PAYSYNC_WIRE_NUMBERS: %q is not auto, float or int", c.WireNumbers)
+		return varErrorf("PAYSYNC_WIRE_NUMBERS", "config: PAYSYNC_WIRE_NUMBERS: %q is not auto, float or int", c.WireNumbers)
 	}
 	if !c.SchemaProbe && c.WireNumbers == "auto" {
-		return usagef("config: PAYSYNC_SCHEMA_PROBE=false needs PAYSYNC_WIRE_NUMBERS=float or int (without introspection paysync cannot tell)")
+		return varErrorf("PAYSYNC_SCHEMA_PROBE", "config: PAYSYNC_SCHEMA_PROBE=false needs PAYSYNC_WIRE_NUMBERS=float or int (without introspection paysync cannot tell)")
 	}
 	if c.BatchSize < 1 || c.BatchSize > 1000 {
-		return usagef("config: PAYSYNC_BATCH_SIZE: %d is outside 1..1000", c.BatchSize)
+		return varErrorf("PAYSYNC_BATCH_SIZE", "config: PAYSYNC_BATCH_SIZE: %d is outside 1..1000", c.BatchSize)
 	}
 	if c.WireIntScale < 0 || c.WireIntScale > 6 {
-		return usagef("config: PAYSYNC_WIRE_INT_SCALE: %d is outside 0..6", c.WireIntScale)
+		return varErrorf("PAYSYNC_WIRE_INT_SCALE", "config: PAYSYNC_WIRE_INT_SCALE: %d is outside 0..6", c.WireIntScale)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
-		return usagef("config: PAYSYNC_LOG_LEVEL: %v", err)
+		return varErrorf("PAYSYNC_LOG_LEVEL", "config: PAYSYNC_LOG_LEVEL: %v", err)
 	}
 	return nil
 }
@@ -217,22 +234,51 @@ func (c *config) payrollConfig(log *slog.Logger) (payroll.Config, error) {
 	if c.WireNumbers != "auto" {
 		k, err := payroll.ParseNumberKind(c.WireNumbers)
 		if err != nil {
-			return pc, usagef("config: PAYSYNC_WIRE_NUMBERS: %v", err)
+			return pc, varErrorf("PAYSYNC_WIRE_NUMBERS", "config: PAYSYNC_WIRE_NUMBERS: %v", err)
 		}
 		pc.Schema.Numbers = k
 	}
 	if c.CAFile != "" {
 		pem, err := os.ReadFile(c.CAFile)
 		if err != nil {
-			return pc, usagef("config: PAYSYNC_CA_FILE: %v", err)
+			return pc, varErrorf("PAYSYNC_CA_FILE", "config: PAYSYNC_CA_FILE: %v", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return pc, usagef("config: PAYSYNC_CA_FILE: %s holds no PEM certificate", c.CAFile)
+			return pc, varErrorf("PAYSYNC_CA_FILE", "config: PAYSYNC_CA_FILE: %s holds no PEM certificate", c.CAFile)
 		}
 		pc.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
 	return pc, nil
+}
+
+// validateRun checks what only `paysync run` needs.
+func (c *config) validateRun() error {
+	if c.Inbox == "" && c.NATSURL == "" {
+		return usagef("run: nothing to run: set PAYSYNC_INBOX (a folder) and/or NATS_URL")
+	}
+	if c.FilePolicy != "all-or-nothing" && c.FilePolicy != "partial" {
+		return usagef("config: PAYSYNC_FILE_POLICY: %q is not all-or-nothing or partial", c.FilePolicy)
+	}
+	if c.BatchLinger < 0 || c.RateLimit <= 0 || c.ShutdownGrace <= 0 || c.InFlight < 1 {
+		return usagef("config: PAYSYNC_BATCH_LINGER, PAYSYNC_RATE_LIMIT, PAYSYNC_IN_FLIGHT and PAYSYNC_SHUTDOWN_GRACE must be positive")
+	}
+	return nil
+}
+
+// streamConfig is the NATS source of `paysync run`.
+func (c *config) streamConfig(log *slog.Logger) stream.Config {
+	return stream.Config{URL: c.NATSURL, CredsFile: c.NATSCreds, NKeySeedFile: c.NATSNKey, CAFile: c.NATSCA, CertFile: c.NATSCert, KeyFile: c.NATSKey,
+		Stream: c.NATSStream, Subjects: []string{c.NATSSubject}, Durable: c.NATSDurable, DeadLetter: c.NATSDeadLetter, Bind: c.NATSBind, Logger: log,
+		AckWait: c.NATSAckWait, Filter: c.NATSFilter}
+}
+
+// switchableLogger is logger with its level in a variable (SIGUSR2).
+func (c *config) switchableLogger(w interface{ Write([]byte) (int, error) }) (*slog.Logger, *slog.LevelVar) {
+	level := new(slog.LevelVar)
+	l, _ := parseLevel(c.LogLevel)
+	level.Set(l)
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})), level
 }
 
 // logger returns a JSON logger on w at the configured level.

@@ -79,13 +79,13 @@ func commitWork(t *testing.T, l *ledger.Ledger, company, employee, id string) in
 	t.Helper()
 	e := paysync.Entry{ID: id, Source: id + ".json", Line: 1, CompanyID: company, EmployeeID: employee, Date: "2026-11-02", Code: "T1",
 		Hours: paysync.HoursFromSeconds(3600)}
-	h, _, err := ledger.EntryHash(e)
+	h, _, err := paysync.EntryHash(e)
 	if err != nil {
 		t.Fatal(err)
 	}
 	payload := []byte(id)
 	c, err := l.CommitImport(t.Context(), ledger.ImportIntent{
-		Source:  &ledger.NewSource{Kind: paysync.SourceFile, Name: e.Source, Format: "json", Hash: ledger.HashPayload(payload), Payload: payload},
+		Source:  &ledger.NewSource{Kind: paysync.SourceFile, Name: e.Source, Format: "json", Hash: paysync.PayloadHash(payload), Payload: payload},
 		Entries: []ledger.NewEntry{{Entry: e, Hash: h, Status: paysync.EntryMapped}},
 		PayParts: []paysync.PlannedPayPart{{CompanyID: company, Entries: []paysync.EntryRef{e.Ref()},
 			PayPartInput: paysync.PayPartInput{EmployeeID: employee, Code: "T1", Numbers: paysync.Numbers{Units: paysync.Dec("1")}}}},

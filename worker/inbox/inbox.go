@@ -21,7 +21,6 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/paysync/paysync"
-	"github.com/paysync/paysync/payroll"
 	"github.com/paysync/paysync/worker"
 )
 
@@ -473,7 +472,7 @@ func (in *Inbox) Poll(ctx context.Context) (Result, error) {
 		res.add(fr)
 		if err != nil {
 			errs = append(errs, err)
-			if ctx.Err() != nil || errors.Is(err, payroll.ErrRevoked) {
+			if ctx.Err() != nil || errors.Is(err, worker.ErrRevoked) {
 				break // the other files could not be imported either
 			}
 		}

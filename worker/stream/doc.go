@@ -42,7 +42,8 @@
 // asked again (paysync could not tell whether to create one), except when
 // bound, where a locked-down account may not ask: dead letters then go
 // through JetStream all the same, and out plainly only when no stream
-// answers.
+// answers. StreamConfig is the stream Start creates; Probe looks at the
+// same set-up without creating or changing anything (paysync doctor).
 //
 // # Connection
 //

@@ -47,6 +47,29 @@ func CompanyOf(subject string) string {
 	return ""
 }
 
+// FilterTakesCompany reports whether the consumer filter matches some
+// entry subject <prefix>.<company>.<source>: the company is the second
+// token ('*' is one token, '>' the rest). The prefix is not checked (the
+// stream's subjects decide it); an empty filter takes every company.
+func FilterTakesCompany(filter, company string) bool {
+	filter = strings.TrimSpace(filter)
+	if filter == "" {
+		return true
+	}
+	tokens := strings.Split(filter, ".")
+	for i, t := range tokens {
+		switch {
+		case t == ">":
+			return true // the rest, whatever it is
+		case i >= 3:
+			return false // longer than any entry subject
+		case i == 1 && t != "*" && t != company:
+			return false
+		}
+	}
+	return len(tokens) == 3
+}
+
 func sanitizeToken(s string) string {
 	s = strings.TrimSpace(s)
 	return strings.Map(func(r rune) rune {
