@@ -22,6 +22,14 @@ import (
 // payroll client: the mapping's Directory and WireChecker.
 func directory(t testing.TB, opts sandbox.Options) (*payroll.Client, payroll.Schema) {
 	t.Helper()
+	_, c, s := sandboxDirectory(t, opts)
+	return c, s
+}
+
+// sandboxDirectory is directory with the sandbox, for tests that inject
+// faults.
+func sandboxDirectory(t testing.TB, opts sandbox.Options) (*sandbox.Server, *payroll.Client, payroll.Schema) {
+	t.Helper()
 	sb := sandbox.New(opts)
 	srv := httptest.NewServer(sb.Handler())
 	t.Cleanup(srv.Close)
@@ -37,7 +45,7 @@ func directory(t testing.TB, opts sandbox.Options) (*payroll.Client, payroll.Sch
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, s
+	return sb, c, s
 }
 
 func rules(t testing.TB, y string) *mapping.Rules {
@@ -315,20 +323,8 @@ func TestPlanner_RoundingAndNoAggregation(t *testing.T) {
 // payroll answers again the same entry maps. A company payroll does not
 // know is a fault of the entry.
 func TestMapper_DirectoryOutage(t *testing.T) {
-	sb := sandbox.New(sandbox.Options{Allowed: sandbox.AllowedEnum, Numbers: sandbox.NumbersInt})
-	srv := httptest.NewServer(sb.Handler())
-	t.Cleanup(srv.Close)
-	o := sb.Options()
-	cl, err := payroll.New(payroll.Config{URL: srv.URL, Realm: o.Realm, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
-		RefreshToken: sb.IssueRefreshToken(), Store: &payroll.FileStore{Path: filepath.Join(t.TempDir(), "t.json")}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb, cl, schema := sandboxDirectory(t, sandbox.Options{Allowed: sandbox.AllowedEnum, Numbers: sandbox.NumbersInt})
 	ctx := context.Background()
-	schema, err := cl.Schema(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	m := mapping.NewMapper(rules(t, testRules), mapping.NewCache(cl), schema, "")
 
 	transient := func(t *testing.T, e paysync.Entry, what string) {
@@ -363,20 +359,15 @@ func TestMapper_DirectoryOutage(t *testing.T) {
 	maps(t, entry("out-1"), "after the outage")
 
 	// A company payroll does not know is the entry's fault.
-	_, err = m.Map(ctx, entry("other-1", func(e *paysync.Entry) { e.CompanyID = sandbox.CompanyHavblik }))
+	_, err := m.Map(ctx, entry("other-1", func(e *paysync.Entry) { e.CompanyID = sandbox.CompanyHavblik }))
 	var p *mapping.Problem
 	if !errors.As(err, &p) || p.Field != "company_id" {
 		t.Fatalf("unknown company: got %v; want a company_id problem", err)
 	}
 
 	// A revoked connection is transient too: the operator re-connects.
-	revoked, err := payroll.New(payroll.Config{URL: srv.URL, Realm: o.Realm, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
-		RefreshToken: sb.IssueRefreshToken(), Store: &payroll.FileStore{Path: filepath.Join(t.TempDir(), "r.json")}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	sb.RevokeAll()
-	m2 := mapping.NewMapper(rules(t, testRules), mapping.NewCache(revoked), schema, "")
+	m2 := mapping.NewMapper(rules(t, testRules), mapping.NewCache(cl), schema, "")
 	_, err = m2.Map(ctx, entry("rev-1"))
 	if err == nil || mapping.OnlyProblems(err) {
 		t.Fatalf("revoked: got %v; want a transient error", err)
@@ -389,24 +380,12 @@ func TestMapper_DirectoryOutage(t *testing.T) {
 // remembered, as a transient error, for a moment, and entries of the
 // company fail fast until then. Concurrent lookups share one read.
 func TestMapper_OutageAsksOnce(t *testing.T) {
-	sb := sandbox.New(sandbox.Options{Allowed: sandbox.AllowedEnum, Numbers: sandbox.NumbersInt})
-	srv := httptest.NewServer(sb.Handler())
-	t.Cleanup(srv.Close)
-	o := sb.Options()
-	cl, err := payroll.New(payroll.Config{URL: srv.URL, Realm: o.Realm, ClientID: o.ClientID, ClientSecret: o.ClientSecret,
-		RefreshToken: sb.IssueRefreshToken(), Store: &payroll.FileStore{Path: filepath.Join(t.TempDir(), "t.json")}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb, cl, schema := sandboxDirectory(t, sandbox.Options{Allowed: sandbox.AllowedEnum, Numbers: sandbox.NumbersInt})
 	ctx := context.Background()
-	schema, err := cl.Schema(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	m := mapping.NewMapper(rules(t, testRules), mapping.NewCache(cl), schema, "")
 	sb.SetFaults(sandbox.Fault{Kind: sandbox.FaultErrorBefore, Op: "companies", Status: 500})
 	reads := func() int { return sb.State().Counters.Faults[sandbox.FaultErrorBefore] }
-	_, err = m.Map(ctx, entry("o-0"))
+	_, err := m.Map(ctx, entry("o-0"))
 	if err == nil || mapping.OnlyProblems(err) {
 		t.Fatalf("first entry: %v; want a transient error", err)
 	}
