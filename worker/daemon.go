@@ -16,22 +16,25 @@ import (
 
 // DaemonLedger is what the daemon needs from the ledger (*ledger.Ledger):
 // intake, delivery and the sending loop, the companies it holds work for
-// (the replica ownership check) and whether it can write (/readyz).
+// (the replica ownership check) and its probe (/readyz: the quick one,
+// without the integrity check).
 type DaemonLedger interface {
 	Ledger
 	PipelineLedger
 	ImportLedger
 	MessageLedger
 	CompaniesWithWork(ctx context.Context) ([]string, error)
-	CheckWritable(ctx context.Context) error
+	Probe(ctx context.Context, full bool) paysync.Check
 }
 
 // InboxSource is a folder of files the daemon polls (*inbox.Inbox): its
-// polls run with Start's context until Close.
+// polls run with Start's context until Close; Probe checks its folder
+// (/readyz).
 type InboxSource interface {
 	Start(ctx context.Context) error
 	Close(ctx context.Context) error
 	RunNow()
+	Probe() paysync.Check
 }
 
 // MessageSource is a message stream the daemon consumes (*stream.Source):
@@ -66,7 +69,7 @@ type DaemonConfig struct {
 	InFlight     int           // payroll calls in flight at once
 
 	// Inbox builds the inbox on the sink the daemon gives it; nil: none.
-	Inbox func(*FileSink) (InboxSource, error)
+	Inbox func(*InboxSink) (InboxSource, error)
 	// NATS builds the NATS source on the sink the daemon gives it; nil:
 	// none.
 	NATS func(*MessageSink) (MessageSource, error)
@@ -134,7 +137,8 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 	d.pipe.Init()
 	if cfg.Inbox != nil {
 		d.im = &Importer{L: cfg.Ledger, Rules: cfg.Rules, BatchSize: cfg.BatchSize, AllOrNothing: cfg.AllOrNothing}
-		in, err := cfg.Inbox(&FileSink{im: d.im, wake: d.pipe.Wake, observe: cfg.Observe})
+		sink := &FileSink{im: d.im, wake: d.pipe.Wake, observe: cfg.Observe}
+		in, err := cfg.Inbox(sink.InboxSink())
 		if err != nil {
 			return nil, err
 		}
@@ -283,11 +287,12 @@ type Check struct {
 	Fn   func() error
 }
 
-// Checks are the daemon's /readyz conditions: the ledger writable, the
-// start-up done, a working payroll token, and NATS consuming.
+// Checks are the daemon's /readyz conditions: the ledger's and the inbox's
+// probes (the adapters' own, as doctor runs them), the start-up done, a
+// working payroll token, and NATS consuming.
 func (d *Daemon) Checks() []Check {
 	checks := []Check{
-		{Name: "ledger", Fn: func() error { return d.cfg.Ledger.CheckWritable(context.Background()) }},
+		{Name: "ledger", Fn: func() error { return d.cfg.Ledger.Probe(context.Background(), false).Problem() }},
 		{Name: "payroll", Fn: d.status.check},
 		{Name: "payroll token", Fn: func() error {
 			// The sending loop's last look, or the token source's last
@@ -298,6 +303,9 @@ func (d *Daemon) Checks() []Check {
 			}
 			return nil
 		}},
+	}
+	if d.in != nil {
+		checks = append(checks, Check{Name: "inbox", Fn: func() error { return d.in.Probe().Problem() }})
 	}
 	if d.src != nil {
 		checks = append(checks, Check{Name: "nats", Fn: func() error {

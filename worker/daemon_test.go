@@ -34,8 +34,8 @@ func daemonConfig(e *env, cl *payroll.Client) worker.DaemonConfig {
 
 // realInbox makes the daemon poll dir every second; a file is taken on the
 // first poll that finds it.
-func realInbox(dir string) func(*worker.FileSink) (worker.InboxSource, error) {
-	return func(sink *worker.FileSink) (worker.InboxSource, error) {
+func realInbox(dir string) func(*worker.InboxSink) (worker.InboxSource, error) {
+	return func(sink *worker.InboxSink) (worker.InboxSource, error) {
 		return inbox.New(inbox.Config{Dir: dir, Schedule: "@every 1s", SettleLook: 20 * time.Millisecond}, sink)
 	}
 }
@@ -109,6 +109,51 @@ func TestDaemon_StartWaitsForPayroll(t *testing.T) {
 	}
 }
 
+// /readyz runs the adapters' own probes, as doctor does: the ledger's
+// (its mode and the write lock) and the inbox's (its folder), each named.
+func TestDaemon_ChecksProbeTheAdapters(t *testing.T) {
+	t.Parallel()
+	e := setup(t, sandbox.Options{})
+	dir := t.TempDir()
+	cfg := daemonConfig(e, e.cl)
+	cfg.Inbox = realInbox(dir)
+	d, err := worker.NewDaemon(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close(ctx(t))
+	failing := func(name string) string {
+		for _, f := range failedChecks(d) {
+			if strings.HasPrefix(f, name+": ") {
+				return f
+			}
+		}
+		return ""
+	}
+	var names []string
+	for _, c := range d.Checks() {
+		names = append(names, c.Name)
+	}
+	if !slices.Contains(names, "ledger") || !slices.Contains(names, "inbox") {
+		t.Fatalf("checks %v, want the ledger's and the inbox's", names)
+	}
+	if f := failing("ledger") + failing("inbox"); f != "" {
+		t.Fatalf("failing before anything broke: %s", f)
+	}
+	if err := os.Chmod(e.led.Path(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if f := failing("ledger"); !strings.Contains(f, "has mode 0644") {
+		t.Errorf("ledger readable by others: %q, want it named", f)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if f := failing("inbox"); f != "inbox: "+dir+" does not exist" {
+		t.Errorf("inbox folder gone: %q, want it named", f)
+	}
+}
+
 // event records a fake source's lifecycle.
 type events struct {
 	mu  sync.Mutex
@@ -132,6 +177,9 @@ type fakeInbox struct{ ev *events }
 func (f fakeInbox) Start(context.Context) error { f.ev.add("inbox start"); return nil }
 func (f fakeInbox) Close(context.Context) error { f.ev.add("inbox close"); return nil }
 func (f fakeInbox) RunNow()                     {}
+func (f fakeInbox) Probe() paysync.Check {
+	return paysync.Checked(paysync.CheckOK, nil, "fake")
+}
 
 type fakeStream struct{ ev *events }
 
@@ -162,7 +210,7 @@ func TestDaemon_Lifecycle(t *testing.T) {
 			}
 			ev := &events{}
 			cfg := daemonConfig(e, cl)
-			cfg.Inbox = func(*worker.FileSink) (worker.InboxSource, error) { return fakeInbox{ev}, nil }
+			cfg.Inbox = func(*worker.InboxSink) (worker.InboxSource, error) { return fakeInbox{ev}, nil }
 			cfg.NATS = func(*worker.MessageSink) (worker.MessageSource, error) { return fakeStream{ev}, nil }
 			d, err := worker.NewDaemon(cfg)
 			if err != nil {
@@ -254,7 +302,7 @@ func TestDaemon_RunOnce(t *testing.T) {
 	}
 	var in *inbox.Inbox
 	cfg := daemonConfig(e, e.cl)
-	cfg.Inbox = func(sink *worker.FileSink) (_ worker.InboxSource, err error) {
+	cfg.Inbox = func(sink *worker.InboxSink) (_ worker.InboxSource, err error) {
 		in, err = inbox.New(inbox.Config{Dir: dir, SettleLook: 20 * time.Millisecond}, sink)
 		return in, err
 	}

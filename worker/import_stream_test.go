@@ -526,8 +526,9 @@ func TestInbox_StreamsFiles(t *testing.T) {
 	im.AllOrNothing = true
 	dir := t.TempDir()
 	path, _ := writeCSV(t, dir, "in", 1000)
+	sink := im.InboxSink()
 	var touched bool
-	changing := importerFunc(func(ctx context.Context, kind paysync.SourceKind, name string, r io.Reader) (worker.Report, error) {
+	changing := importerFunc(func(ctx context.Context, kind paysync.SourceKind, name string, r io.Reader) (inbox.Imported, error) {
 		if !touched { // the first time, the file grows while it is read
 			touched = true
 			f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
@@ -537,7 +538,7 @@ func TestInbox_StreamsFiles(t *testing.T) {
 			fmt.Fprintf(f, "in-late,%s,2026-11-02,1,T1\n", nordlys[0])
 			f.Close()
 		}
-		return im.ImportFrom(ctx, kind, name, r)
+		return sink.ImportFrom(ctx, kind, name, r)
 	})
 	in, err := inbox.New(inbox.Config{Dir: dir, Schedule: "@every 1h"}, changing)
 	if err != nil {
@@ -576,14 +577,14 @@ func TestInbox_StreamsFiles(t *testing.T) {
 	}
 }
 
-// importerFunc is an inbox.StreamImporter (and FileImporter) made of a function.
-type importerFunc func(ctx context.Context, kind paysync.SourceKind, name string, r io.Reader) (worker.Report, error)
+// importerFunc is an inbox.StreamSink (and Sink) made of a function.
+type importerFunc func(ctx context.Context, kind paysync.SourceKind, name string, r io.Reader) (inbox.Imported, error)
 
-func (f importerFunc) ImportFrom(ctx context.Context, kind paysync.SourceKind, name string, r io.Reader) (worker.Report, error) {
+func (f importerFunc) ImportFrom(ctx context.Context, kind paysync.SourceKind, name string, r io.Reader) (inbox.Imported, error) {
 	return f(ctx, kind, name, r)
 }
 
-func (f importerFunc) Import(ctx context.Context, kind paysync.SourceKind, name string, payload []byte) (worker.Report, error) {
+func (f importerFunc) Import(ctx context.Context, kind paysync.SourceKind, name string, payload []byte) (inbox.Imported, error) {
 	return f(ctx, kind, name, bytes.NewReader(payload))
 }
 

@@ -81,7 +81,7 @@ func newDaemon(cfg *config, s *session, rules *mapping.Rules, rm *runMetrics, on
 		if once {
 			ic.SettleLook = time.Second
 		}
-		dc.Inbox = func(sink *worker.FileSink) (_ worker.InboxSource, err error) {
+		dc.Inbox = func(sink *worker.InboxSink) (_ worker.InboxSource, err error) {
 			in, err = inbox.New(ic, sink)
 			return in, err
 		}

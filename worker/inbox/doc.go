@@ -1,6 +1,7 @@
 // Package inbox is paysync's cron-polled file source: on a schedule it takes
-// the timesheet exports dropped into a folder, imports each through the
-// worker's Importer, and moves it to processed/ or failed/ with a
+// the timesheet exports dropped into a folder, imports each through a
+// [Sink] (the daemon's is worker.InboxSink; the inbox imports nothing of
+// worker or payroll), and moves it to processed/ or failed/ with a
 // human-readable report beside it.
 //
 // # Dropping files

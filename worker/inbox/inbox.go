@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,26 +22,6 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/paysync/paysync"
-	"github.com/paysync/paysync/worker"
-)
-
-// FileImporter is what the inbox needs: *worker.Importer satisfies it.
-type FileImporter interface {
-	Import(ctx context.Context, kind paysync.SourceKind, name string, payload []byte) (worker.Report, error)
-}
-
-// StreamImporter is an importer that reads a file as it imports it
-// instead of taking it whole (*worker.Importer is one): the inbox then
-// hands it the open file, and a file's size is bounded only by
-// Config.MaxFileSize. r can seek; reading it fails (and so must the
-// import, committing nothing) when the file changes meanwhile.
-type StreamImporter interface {
-	ImportFrom(ctx context.Context, kind paysync.SourceKind, name string, r io.Reader) (worker.Report, error)
-}
-
-var (
-	_ FileImporter   = (*worker.Importer)(nil)
-	_ StreamImporter = (*worker.Importer)(nil)
 )
 
 // Policy says what becomes of a file with problems.
@@ -48,8 +29,8 @@ type Policy string
 
 const (
 	// AllOrNothing (the default): a file with any problem is refused as a
-	// whole and goes to failed/. The importer must commit nothing of it
-	// (worker.Importer.AllOrNothing).
+	// whole and goes to failed/. The sink must commit nothing of it
+	// (PolicySink).
 	AllOrNothing Policy = "all-or-nothing"
 	// Partial: the good entries are imported, the file goes to processed/
 	// with a report listing the rejects.
@@ -78,7 +59,7 @@ const (
 	DefaultSettleIncomplete = 30 * time.Second
 )
 
-// maxInMemory bounds a file an importer that is not a StreamImporter takes
+// maxInMemory bounds a file a sink that is not a StreamSink takes
 // whole.
 const maxInMemory = 256 << 20
 
@@ -103,7 +84,7 @@ type Config struct {
 	Dir         string        // the inbox folder (must exist): PAYSYNC_INBOX
 	Patterns    []string      // glob patterns of file names to take, matched without regard to case (default *.csv, *.json, *.ndjson, *.txt)
 	Schedule    string        // cron spec, seconds optional, descriptors and a CRON_TZ=Area/City prefix allowed (default "@every 1m"): PAYSYNC_SCHEDULE
-	MaxFileSize int64         // larger files go to failed/ with a report (default 4 GiB; at most 256 MiB unless the importer is a StreamImporter)
+	MaxFileSize int64         // larger files go to failed/ with a report (default 4 GiB; at most 256 MiB unless the sink is a StreamSink)
 	Policy      Policy        // default AllOrNothing
 	SettleLook  time.Duration // > 0: one poll looks twice this far apart instead of needing two polls (run --once)
 	// A file whose last byte is not a line break may have been stopped in
@@ -160,7 +141,7 @@ type Inbox struct {
 	incomplete time.Duration
 	log        *slog.Logger
 	now        func() time.Time
-	im         FileImporter
+	im         Sink
 
 	sem  chan struct{}   // held by the poll in progress
 	seen map[string]seen // guarded by sem: what the previous look found
@@ -190,8 +171,8 @@ type seen struct {
 // New checks cfg and creates processed/ and failed/ (mode 0700) inside the
 // inbox. Errors name the variable to fix (PAYSYNC_INBOX, PAYSYNC_SCHEDULE).
 //
-// When im is a *worker.Importer, its AllOrNothing must match the policy.
-func New(cfg Config, im FileImporter) (*Inbox, error) {
+// When im is a PolicySink, its AllOrNothing must match the policy.
+func New(cfg Config, im Sink) (*Inbox, error) {
 	if im == nil {
 		return nil, errors.New("inbox: no importer")
 	}
@@ -242,7 +223,7 @@ func New(cfg Config, im FileImporter) (*Inbox, error) {
 	if policy != AllOrNothing && policy != Partial {
 		return nil, fmt.Errorf("inbox: policy %q: want %q or %q", cfg.Policy, AllOrNothing, Partial)
 	}
-	if wi, ok := im.(*worker.Importer); ok && wi.AllOrNothing != (policy == AllOrNothing) {
+	if ps, ok := im.(PolicySink); ok && ps.AllOrNothing() != (policy == AllOrNothing) {
 		return nil, fmt.Errorf("inbox: policy %s needs the importer's AllOrNothing to be %v", policy, policy == AllOrNothing)
 	}
 
@@ -472,7 +453,7 @@ func (in *Inbox) Poll(ctx context.Context) (Result, error) {
 		res.add(fr)
 		if err != nil {
 			errs = append(errs, err)
-			if ctx.Err() != nil || errors.Is(err, worker.ErrRevoked) {
+			if ctx.Err() != nil || errors.Is(err, ErrUnavailable) {
 				break // the other files could not be imported either
 			}
 		}
@@ -675,7 +656,7 @@ func (in *Inbox) take(ctx context.Context, c candidate) (FileResult, error) {
 			outcome: fmt.Sprintf("failed: the file is larger than the inbox's limit of %d bytes; nothing of it was read", in.limit()),
 			next:    "split the export into smaller files and drop them into the inbox again (or raise the inbox's size limit)."}
 		return in.finish(fr, c, OutcomeFailed, FailedDir, "", r)
-	case errors.As(err, new(*readError)):
+	case errors.As(err, new(*ReadError)):
 		fr.Outcome, fr.Error = OutcomeError, err.Error()
 		return fr, fmt.Errorf("inbox: read %s (left in the inbox for the next poll): %w", c.name, err)
 	case err != nil:
@@ -690,7 +671,7 @@ func (in *Inbox) take(ctx context.Context, c candidate) (FileResult, error) {
 		return in.changed(fr, c, &rep, why, now), nil
 	}
 	fr.ImportID = rep.ImportID
-	problems := rep.ProblemList()
+	problems := slices.Clip(rep.Problems) // appended to below: never into the sink's array
 	nProblems := rep.ProblemCount()
 	if rep.ProblemsOmitted > 0 {
 		// The report lists the first ones; the ledger holds them all.
@@ -752,22 +733,15 @@ func (in *Inbox) take(ctx context.Context, c candidate) (FileResult, error) {
 // nothingGood reports whether a committed import with problems took
 // nothing from its file: no entry was mapped, skipped or already imported,
 // and every entry read has a problem.
-func nothingGood(rep worker.Report, problems int) bool {
+func nothingGood(rep Imported, problems int) bool {
 	return rep.Mapped == 0 && rep.Duplicates == 0 && rep.PayParts == 0 && len(rep.Skipped) == 0 && problems >= rep.Entries
 }
 
 const fixAndDropAgain = "fix the lines above and drop the corrected file into the inbox again; entries already paid are recognised as duplicates."
 
-// readError is a failure to read a file (not a problem in its content):
-// nothing of it was imported, it stays in the inbox.
-type readError struct{ err error }
-
-func (e *readError) Error() string { return e.err.Error() }
-func (e *readError) Unwrap() error { return e.err }
-
 // limit is the largest file the inbox takes.
 func (in *Inbox) limit() int64 {
-	if _, ok := in.im.(StreamImporter); ok {
+	if _, ok := in.im.(StreamSink); ok {
 		return in.max
 	}
 	return min(in.max, maxInMemory)
@@ -781,46 +755,42 @@ type readSum struct {
 	sum   uint64
 }
 
-// importFile imports the file c: read as it is imported when the importer
-// is a StreamImporter, read whole first otherwise. The error wraps
+// importFile imports the file c: read as it is imported when the sink is
+// a StreamSink, read whole first otherwise. The error wraps
 // errChanged when the file is not (or no longer) the one the look found
 // (nothing of it was committed), errTooLarge when it is larger than the
-// limit, a *readError when it cannot be read.
-func (in *Inbox) importFile(ctx context.Context, c candidate) (worker.Report, readSum, error) {
+// limit, a *ReadError when it cannot be read.
+func (in *Inbox) importFile(ctx context.Context, c candidate) (Imported, readSum, error) {
 	if c.info.Size() > in.limit() {
-		return worker.Report{}, readSum{}, errTooLarge
+		return Imported{}, readSum{}, errTooLarge
 	}
 	f, err := os.Open(c.path)
 	if err != nil {
-		return worker.Report{}, readSum{}, &readError{err}
+		return Imported{}, readSum{}, &ReadError{err}
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return worker.Report{}, readSum{}, &readError{err}
+		return Imported{}, readSum{}, &ReadError{err}
 	}
 	if !os.SameFile(fi, c.info) || fi.Size() != c.info.Size() || !fi.ModTime().Equal(c.info.ModTime()) {
-		return worker.Report{}, readSum{}, errChanged
+		return Imported{}, readSum{}, errChanged
 	}
 	sf := &settledFile{f: f, info: c.info, max: in.limit(), fromStart: true}
 	sf.h.SetSeed(in.seed)
-	if si, ok := in.im.(StreamImporter); ok {
+	if si, ok := in.im.(StreamSink); ok {
 		rep, err := si.ImportFrom(ctx, paysync.SourceFile, "inbox/"+c.name, sf)
-		var ie *worker.InputError
-		switch {
-		case errors.Is(err, errChanged):
+		if errors.Is(err, errChanged) || errors.As(err, new(*ReadError)) {
 			return rep, readSum{}, err
-		case errors.As(err, &ie):
-			return rep, readSum{}, &readError{ie.Err}
 		}
 		return rep, sf.sum(), err
 	}
 	b, err := io.ReadAll(sf)
 	if errors.Is(err, errChanged) {
-		return worker.Report{}, readSum{}, err
+		return Imported{}, readSum{}, err
 	}
 	if err != nil {
-		return worker.Report{}, readSum{}, &readError{err}
+		return Imported{}, readSum{}, &ReadError{err}
 	}
 	rep, err := in.im.Import(ctx, paysync.SourceFile, "inbox/"+c.name, b)
 	return rep, sf.sum(), err
@@ -937,7 +907,7 @@ func (in *Inbox) recheck(c candidate, read readSum) (string, fs.FileInfo) {
 // again, whole, once it has settled: the entries read before are then
 // recognised as already imported (by id and content), the new ones are
 // imported. rep is nil when nothing was imported.
-func (in *Inbox) changed(fr FileResult, c candidate, rep *worker.Report, why string, now fs.FileInfo) FileResult {
+func (in *Inbox) changed(fr FileResult, c candidate, rep *Imported, why string, now fs.FileInfo) FileResult {
 	var id int64
 	what := "paysync"
 	if rep != nil {

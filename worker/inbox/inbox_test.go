@@ -19,8 +19,6 @@ import (
 
 	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/mapping"
-	"github.com/paysync/paysync/payroll"
-	"github.com/paysync/paysync/worker"
 	"github.com/paysync/paysync/worker/inbox"
 )
 
@@ -31,7 +29,7 @@ import (
 type fakeImporter struct {
 	mu      sync.Mutex
 	calls   []importCall
-	respond func(ctx context.Context, n int, name string, payload []byte) (worker.Report, error)
+	respond func(ctx context.Context, n int, name string, payload []byte) (inbox.Imported, error)
 }
 
 type importCall struct {
@@ -40,16 +38,27 @@ type importCall struct {
 	payload string
 }
 
-func (f *fakeImporter) Import(ctx context.Context, kind paysync.SourceKind, name string, payload []byte) (worker.Report, error) {
+func (f *fakeImporter) Import(ctx context.Context, kind paysync.SourceKind, name string, payload []byte) (inbox.Imported, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, importCall{kind, name, string(payload)})
 	n, respond := len(f.calls), f.respond
 	f.mu.Unlock()
 	if respond == nil {
-		return worker.Report{ImportID: int64(n), Source: name, Entries: 2, PayParts: 1, Batches: []int64{int64(n)}}, nil
+		return inbox.Imported{ImportID: int64(n), Entries: 2, PayParts: 1, Batches: 1}, nil
 	}
 	return respond(ctx, n, name, payload)
 }
+
+// policySink is a sink that says whether it commits nothing of a file
+// with a problem (inbox.PolicySink).
+type policySink struct {
+	*fakeImporter
+	aon bool
+}
+
+func (p policySink) AllOrNothing() bool { return p.aon }
+
+func allOrNothing(aon bool) policySink { return policySink{&fakeImporter{}, aon} }
 
 func (f *fakeImporter) Calls() []importCall {
 	f.mu.Lock()
@@ -59,17 +68,17 @@ func (f *fakeImporter) Calls() []importCall {
 
 // ledgerLike answers like the real importer over a ledger: the same content
 // a second time is a duplicate of the first import.
-func ledgerLike() func(context.Context, int, string, []byte) (worker.Report, error) {
+func ledgerLike() func(context.Context, int, string, []byte) (inbox.Imported, error) {
 	var mu sync.Mutex
 	imports := map[string]int64{}
-	return func(_ context.Context, n int, name string, payload []byte) (worker.Report, error) {
+	return func(_ context.Context, n int, name string, payload []byte) (inbox.Imported, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if id, ok := imports[string(payload)]; ok {
-			return worker.Report{ImportID: id, Source: name, Duplicate: true, Entries: 2, Duplicates: 2, ImportedAt: "2025-03-01 09:00"}, nil
+			return inbox.Imported{ImportID: id, Duplicate: true, Entries: 2, Duplicates: 2, ImportedAt: "2025-03-01 09:00"}, nil
 		}
 		imports[string(payload)] = int64(n)
-		return worker.Report{ImportID: int64(n), Source: name, Entries: 2, PayParts: 1, Batches: []int64{int64(n)}}, nil
+		return inbox.Imported{ImportID: int64(n), Entries: 2, PayParts: 1, Batches: 1}, nil
 	}
 }
 
@@ -77,7 +86,7 @@ var clock = time.Date(2025, 3, 1, 10, 0, 0, 0, time.UTC)
 
 const stamp = "20250301T100000Z"
 
-func newInbox(t *testing.T, cfg inbox.Config, im inbox.FileImporter) *inbox.Inbox {
+func newInbox(t *testing.T, cfg inbox.Config, im inbox.Sink) *inbox.Inbox {
 	t.Helper()
 	if cfg.Dir == "" {
 		cfg.Dir = t.TempDir()
@@ -295,7 +304,7 @@ func TestInbox_Poll_outcomes(t *testing.T) {
 	tests := []struct {
 		name        string
 		policy      inbox.Policy
-		rep         worker.Report
+		rep         inbox.Imported
 		err         error
 		outcome     string
 		moved       string // "" = left in place
@@ -305,7 +314,7 @@ func TestInbox_Poll_outcomes(t *testing.T) {
 	}{
 		{
 			name:        "good",
-			rep:         worker.Report{ImportID: 7, Entries: 3, PayParts: 2, Batches: []int64{11}, Skipped: map[string]int{"unapproved": 1}},
+			rep:         inbox.Imported{ImportID: 7, Entries: 3, PayParts: 2, Batches: 1, Skipped: map[string]int{"unapproved": 1}},
 			outcome:     inbox.OutcomeProcessed,
 			moved:       "processed/" + stamp + "-hours.csv",
 			importID:    7,
@@ -314,7 +323,7 @@ func TestInbox_Poll_outcomes(t *testing.T) {
 		},
 		{
 			name:    "problems, all or nothing",
-			rep:     worker.Report{ImportID: 0, Entries: 5, Problems: []error{errors.Join(problems...)}},
+			rep:     inbox.Imported{ImportID: 0, Entries: 5, Problems: problems},
 			outcome: inbox.OutcomeFailed,
 			moved:   "failed/" + stamp + "-hours.csv",
 			reportHas: []string{
@@ -327,7 +336,7 @@ func TestInbox_Poll_outcomes(t *testing.T) {
 		{
 			name:     "problems, partial",
 			policy:   inbox.Partial,
-			rep:      worker.Report{ImportID: 8, Entries: 5, PayParts: 3, Batches: []int64{1, 2}, Problems: problems},
+			rep:      inbox.Imported{ImportID: 8, Entries: 5, PayParts: 3, Batches: 2, Problems: problems},
 			outcome:  inbox.OutcomeProcessed,
 			moved:    "processed/" + stamp + "-hours.csv",
 			importID: 8,
@@ -343,7 +352,7 @@ func TestInbox_Poll_outcomes(t *testing.T) {
 			// More problems than the report lists: the counts are the
 			// totals, and the list says where the rest are.
 			name:    "problems beyond the listed ones",
-			rep:     worker.Report{ImportID: 0, RejectedAs: 12, Entries: 1500, Problems: problems, ProblemsOmitted: 1200},
+			rep:     inbox.Imported{ImportID: 0, RejectedAs: 12, Entries: 1500, Problems: problems, ProblemsOmitted: 1200},
 			outcome: inbox.OutcomeFailed,
 			moved:   "failed/" + stamp + "-hours.csv",
 			reportHas: []string{
@@ -354,7 +363,7 @@ func TestInbox_Poll_outcomes(t *testing.T) {
 		},
 		{
 			name:      "duplicate",
-			rep:       worker.Report{ImportID: 4, Duplicate: true, Entries: 5, Duplicates: 5, ImportedAt: "2025-02-28 09:30"},
+			rep:       inbox.Imported{ImportID: 4, Duplicate: true, Entries: 5, Duplicates: 5, ImportedAt: "2025-02-28 09:30"},
 			outcome:   inbox.OutcomeDuplicate,
 			moved:     "processed/" + stamp + "-hours.duplicate.csv",
 			importID:  4,
@@ -367,7 +376,7 @@ func TestInbox_Poll_outcomes(t *testing.T) {
 		},
 		{
 			name:     "committed, then the delivery stopped",
-			rep:      worker.Report{ImportID: 9},
+			rep:      inbox.Imported{ImportID: 9},
 			err:      context.Canceled,
 			outcome:  inbox.OutcomeError,
 			importID: 9,
@@ -376,7 +385,7 @@ func TestInbox_Poll_outcomes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			im := &fakeImporter{respond: func(context.Context, int, string, []byte) (worker.Report, error) { return tt.rep, tt.err }}
+			im := &fakeImporter{respond: func(context.Context, int, string, []byte) (inbox.Imported, error) { return tt.rep, tt.err }}
 			in := newInbox(t, inbox.Config{Dir: dir, Policy: tt.policy}, im)
 			write(t, dir, "hours.csv", "a,b\n1,2\n")
 			poll(t, in)
@@ -467,7 +476,7 @@ func TestInbox_Poll_sameFileAgain(t *testing.T) {
 func TestInbox_Poll_committedNotMoved(t *testing.T) {
 	dir := t.TempDir()
 	ledger := ledgerLike()
-	im := &fakeImporter{respond: func(ctx context.Context, n int, name string, payload []byte) (worker.Report, error) {
+	im := &fakeImporter{respond: func(ctx context.Context, n int, name string, payload []byte) (inbox.Imported, error) {
 		rep, _ := ledger(ctx, n, name, payload)
 		if n == 1 {
 			return rep, errors.New("killed after the commit")
@@ -493,11 +502,11 @@ func TestInbox_Poll_importErrors(t *testing.T) {
 	t.Run("an error leaves the file and the next poll retries it", func(t *testing.T) {
 		dir := t.TempDir()
 		down := true
-		im := &fakeImporter{respond: func(_ context.Context, n int, _ string, _ []byte) (worker.Report, error) {
+		im := &fakeImporter{respond: func(_ context.Context, n int, _ string, _ []byte) (inbox.Imported, error) {
 			if down {
-				return worker.Report{}, errors.New("payroll API: 503")
+				return inbox.Imported{}, errors.New("payroll API: 503")
 			}
-			return worker.Report{ImportID: int64(n)}, nil
+			return inbox.Imported{ImportID: int64(n)}, nil
 		}}
 		in := newInbox(t, inbox.Config{Dir: dir}, im)
 		write(t, dir, "a.csv", "a\n")
@@ -517,14 +526,14 @@ func TestInbox_Poll_importErrors(t *testing.T) {
 	})
 	t.Run("revocation stops the poll", func(t *testing.T) {
 		dir := t.TempDir()
-		im := &fakeImporter{respond: func(context.Context, int, string, []byte) (worker.Report, error) {
-			return worker.Report{}, fmt.Errorf("refresh: %w", payroll.ErrRevoked)
+		im := &fakeImporter{respond: func(context.Context, int, string, []byte) (inbox.Imported, error) {
+			return inbox.Imported{}, fmt.Errorf("refresh: connection revoked: %w", inbox.ErrUnavailable)
 		}}
 		in := newInbox(t, inbox.Config{Dir: dir}, im)
 		write(t, dir, "a.csv", "a\n")
 		write(t, dir, "b.csv", "b\n")
 		poll(t, in)
-		if _, err := in.Poll(context.Background()); !errors.Is(err, payroll.ErrRevoked) {
+		if _, err := in.Poll(context.Background()); !errors.Is(err, inbox.ErrUnavailable) {
 			t.Fatalf("err = %v", err)
 		}
 		if n := len(im.Calls()); n != 1 {
@@ -666,7 +675,7 @@ func TestNew(t *testing.T) {
 	tests := []struct {
 		name    string
 		cfg     inbox.Config
-		im      inbox.FileImporter
+		im      inbox.Sink
 		wantErr string // "" = no error
 	}{
 		{name: "no folder", cfg: inbox.Config{}, wantErr: "PAYSYNC_INBOX"},
@@ -689,9 +698,10 @@ func TestNew(t *testing.T) {
 		{name: "pattern with a folder", cfg: inbox.Config{Dir: t.TempDir(), Patterns: []string{"sub/*.csv"}}, wantErr: "pattern"},
 		{name: "bad policy", cfg: inbox.Config{Dir: t.TempDir(), Policy: "some"}, wantErr: "policy"},
 		{name: "negative size", cfg: inbox.Config{Dir: t.TempDir(), MaxFileSize: -1}, wantErr: "size"},
-		{name: "importer not all or nothing", cfg: inbox.Config{Dir: t.TempDir()}, im: &worker.Importer{}, wantErr: "AllOrNothing"},
-		{name: "importer all or nothing", cfg: inbox.Config{Dir: t.TempDir()}, im: &worker.Importer{AllOrNothing: true}},
-		{name: "partial importer", cfg: inbox.Config{Dir: t.TempDir(), Policy: inbox.Partial}, im: &worker.Importer{}},
+		{name: "importer not all or nothing", cfg: inbox.Config{Dir: t.TempDir()}, im: allOrNothing(false), wantErr: "AllOrNothing"},
+		{name: "importer all or nothing", cfg: inbox.Config{Dir: t.TempDir()}, im: allOrNothing(true)},
+		{name: "partial importer", cfg: inbox.Config{Dir: t.TempDir(), Policy: inbox.Partial}, im: allOrNothing(false)},
+		{name: "partial, importer all or nothing", cfg: inbox.Config{Dir: t.TempDir(), Policy: inbox.Partial}, im: allOrNothing(true), wantErr: "AllOrNothing"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -799,10 +809,10 @@ func TestInbox_StartRunNowClose(t *testing.T) {
 	t.Run("RunNow, skipped while running, Close waits for the poll", func(t *testing.T) {
 		dir := t.TempDir()
 		entered, release := make(chan struct{}, 10), make(chan struct{})
-		im := &fakeImporter{respond: func(_ context.Context, n int, _ string, _ []byte) (worker.Report, error) {
+		im := &fakeImporter{respond: func(_ context.Context, n int, _ string, _ []byte) (inbox.Imported, error) {
 			entered <- struct{}{}
 			<-release // ignores the context: Close must wait
-			return worker.Report{ImportID: int64(n)}, nil
+			return inbox.Imported{ImportID: int64(n)}, nil
 		}}
 		logs := &syncBuffer{}
 		in := newInbox(t, inbox.Config{Dir: dir, Schedule: "@hourly", SettleLook: 10 * time.Millisecond,
@@ -839,10 +849,10 @@ func TestInbox_StartRunNowClose(t *testing.T) {
 	t.Run("Close gives up when its context ends and cancels the poll", func(t *testing.T) {
 		dir := t.TempDir()
 		entered := make(chan struct{}, 1)
-		im := &fakeImporter{respond: func(ctx context.Context, _ int, _ string, _ []byte) (worker.Report, error) {
+		im := &fakeImporter{respond: func(ctx context.Context, _ int, _ string, _ []byte) (inbox.Imported, error) {
 			entered <- struct{}{}
 			<-ctx.Done()
-			return worker.Report{}, ctx.Err()
+			return inbox.Imported{}, ctx.Err()
 		}}
 		in := newInbox(t, inbox.Config{Dir: dir, Schedule: "@hourly", SettleLook: 10 * time.Millisecond}, im)
 		write(t, dir, "hours.csv", "x\n")
@@ -863,11 +873,11 @@ func TestInbox_StartRunNowClose(t *testing.T) {
 	})
 	t.Run("a panic does not stop later polls", func(t *testing.T) {
 		dir := t.TempDir()
-		im := &fakeImporter{respond: func(_ context.Context, n int, _ string, _ []byte) (worker.Report, error) {
+		im := &fakeImporter{respond: func(_ context.Context, n int, _ string, _ []byte) (inbox.Imported, error) {
 			if n == 1 {
 				panic("importer bug")
 			}
-			return worker.Report{ImportID: int64(n)}, nil
+			return inbox.Imported{ImportID: int64(n)}, nil
 		}}
 		logs := &syncBuffer{}
 		in := newInbox(t, inbox.Config{Dir: dir, Schedule: "*/1 * * * * *", SettleLook: 10 * time.Millisecond,

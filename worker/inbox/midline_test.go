@@ -12,7 +12,6 @@ import (
 
 	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/mapping"
-	"github.com/paysync/paysync/worker"
 	"github.com/paysync/paysync/worker/inbox"
 )
 
@@ -76,8 +75,8 @@ func TestInbox_Poll_writerStopsMidLine(t *testing.T) {
 			// What one import of the whole file gives.
 			ref := newRealEnv(t, tt.rules, true)
 			rep, err := ref.im.Import(context.Background(), "file", "inbox/"+tt.file, []byte(tt.content))
-			if err != nil || len(rep.ProblemList()) > 0 || rep.ImportID == 0 {
-				t.Fatalf("reference import: %+v %v %v", rep, rep.ProblemList(), err)
+			if err != nil || len(rep.Problems) > 0 || rep.ImportID == 0 {
+				t.Fatalf("reference import: %+v %v %v", rep, rep.Problems, err)
 			}
 			refEntries, err := ref.led.EntriesOfSource(context.Background(), rep.ImportID)
 			if err != nil {
@@ -211,7 +210,7 @@ func TestInbox_Poll_lastLineContinued(t *testing.T) {
 				}
 				w.Close()
 			}
-			var im inbox.FileImporter = fake
+			var im inbox.Sink = fake
 			if !moved {
 				im = &callbackImporter{fake, goOn}
 			}
@@ -251,7 +250,7 @@ type callbackImporter struct {
 	after func()
 }
 
-func (c *callbackImporter) Import(ctx context.Context, kind paysync.SourceKind, name string, payload []byte) (worker.Report, error) {
+func (c *callbackImporter) Import(ctx context.Context, kind paysync.SourceKind, name string, payload []byte) (inbox.Imported, error) {
 	rep, err := c.im.Import(ctx, kind, name, payload)
 	if c.after != nil {
 		after := c.after

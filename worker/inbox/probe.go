@@ -100,3 +100,7 @@ func fileKind(fi fs.FileInfo) string {
 	}
 	return "special file"
 }
+
+// Probe is Probe of the inbox's folder and schedule, for a readiness
+// check while it runs.
+func (in *Inbox) Probe() paysync.Check { return Probe(Config{Dir: in.dir, Schedule: in.spec}) }

@@ -22,7 +22,7 @@ import (
 type realEnv struct {
 	sb  *sandbox.Server
 	led *ledger.Ledger
-	im  *worker.Importer
+	im  *worker.InboxSink // the importer as the inbox gets it
 }
 
 // newRealEnv builds it; rules nil means the default rules without
@@ -57,7 +57,7 @@ func newRealEnv(t *testing.T, rules *mapping.Rules, allOrNothing bool) *realEnv 
 	noSleep := func(ctx context.Context, _ time.Duration) error { return ctx.Err() }
 	im := &worker.Importer{L: led, D: &worker.Deliverer{L: led, P: cl, Sleep: noSleep, MaxAttempts: 20},
 		Mapper: m, Rules: rules, Wire: schema, BatchSize: 10, AllOrNothing: allOrNothing}
-	return &realEnv{sb: sb, led: led, im: im}
+	return &realEnv{sb: sb, led: led, im: im.InboxSink()}
 }
 
 // payParts is the multiset of pay parts in payroll, as "employee|code|units|amount" → count.

@@ -5,8 +5,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/paysync/paysync/worker"
 )
 
 // report is the text written beside a moved file, for the person who
@@ -18,7 +16,7 @@ type report struct {
 	sizeKnown bool
 	at        time.Time
 	outcome   string
-	rep       *worker.Report // nil when the file was not imported
+	rep       *Imported // nil when the file was not imported
 	problems  []error
 	next      string
 	read      bool     // the import read the file's content
@@ -50,7 +48,7 @@ func (r report) String() string {
 		}
 		fmt.Fprintf(&b, "entries:   %d read, %d already imported, %s\n", rep.Entries, rep.Duplicates, count(nProblems, "problem"))
 		if !rep.Duplicate && rep.ImportID != 0 {
-			fmt.Fprintf(&b, "pay parts: %d in %s\n", rep.PayParts, count(len(rep.Batches), "batch"))
+			fmt.Fprintf(&b, "pay parts: %d in %s\n", rep.PayParts, count(rep.Batches, "batch"))
 		}
 		if len(rep.Skipped) > 0 {
 			reasons := make([]string, 0, len(rep.Skipped))

@@ -64,11 +64,11 @@ func openWriter(t *testing.T, dir, name, first string) *os.File {
 // hookImporter runs after once after the importer's first import has
 // returned, before the inbox moves the file.
 type hookImporter struct {
-	im    *worker.Importer
+	im    *worker.InboxSink
 	after func()
 }
 
-func (h *hookImporter) ImportFrom(ctx context.Context, kind paysync.SourceKind, name string, r io.Reader) (worker.Report, error) {
+func (h *hookImporter) ImportFrom(ctx context.Context, kind paysync.SourceKind, name string, r io.Reader) (inbox.Imported, error) {
 	rep, err := h.im.ImportFrom(ctx, kind, name, r)
 	if h.after != nil {
 		after := h.after
@@ -78,7 +78,7 @@ func (h *hookImporter) ImportFrom(ctx context.Context, kind paysync.SourceKind, 
 	return rep, err
 }
 
-func (h *hookImporter) Import(ctx context.Context, kind paysync.SourceKind, name string, payload []byte) (worker.Report, error) {
+func (h *hookImporter) Import(ctx context.Context, kind paysync.SourceKind, name string, payload []byte) (inbox.Imported, error) {
 	return h.ImportFrom(ctx, kind, name, bytes.NewReader(payload))
 }
 
@@ -241,8 +241,8 @@ func TestInbox_Poll_writerKeepsPresetOpen(t *testing.T) {
 	// What one import of the whole file gives.
 	ref := newRealEnv(t, rules, true)
 	rep, err := ref.im.Import(context.Background(), "file", "inbox/toggl.csv", []byte(first+rest))
-	if err != nil || len(rep.ProblemList()) > 0 || rep.Entries != 9 {
-		t.Fatalf("reference import: %+v %v %v", rep, rep.ProblemList(), err)
+	if err != nil || len(rep.Problems) > 0 || rep.Entries != 9 {
+		t.Fatalf("reference import: %+v %v %v", rep, rep.Problems, err)
 	}
 	refEntries, err := ref.led.EntriesOfSource(context.Background(), rep.ImportID)
 	if err != nil {
@@ -398,7 +398,7 @@ func TestInbox_Poll_changedAfterImport(t *testing.T) {
 		dir := t.TempDir()
 		path := filepath.Join(dir, "hours.csv")
 		im := &fakeImporter{}
-		im.respond = func(_ context.Context, n int, name string, _ []byte) (worker.Report, error) {
+		im.respond = func(_ context.Context, n int, name string, _ []byte) (inbox.Imported, error) {
 			if n == 1 {
 				fi, err := os.Stat(path)
 				if err != nil {
@@ -409,7 +409,7 @@ func TestInbox_Poll_changedAfterImport(t *testing.T) {
 					t.Error(err)
 				}
 			}
-			return worker.Report{ImportID: int64(n), Source: name, Entries: 1, PayParts: 1}, nil
+			return inbox.Imported{ImportID: int64(n), Entries: 1, PayParts: 1}, nil
 		}
 		in := newInbox(t, inbox.Config{Dir: dir}, im)
 		write(t, dir, "hours.csv", "a,b\n1,2\n")
