@@ -11,44 +11,22 @@ import (
 	"time"
 
 	graphql "github.com/hasura/go-graphql-client"
+	"github.com/paysync/paysync"
 	"golang.org/x/oauth2"
 )
 
-// Class says what a failed call means for the caller's next step.
-type Class int
+// Class says what a failed call means for the caller's next step: the
+// shared paysync.FailureKind.
+type Class = paysync.FailureKind
 
-// The error classes. Every error returned by a Client method is an *Error
-// carrying one of them.
+// The error classes (paysync's failure kinds). Every error returned by a
+// Client method is an *Error carrying one of them.
 const (
-	// NotApplied: the request certainly did not execute (connection refused,
-	// 429, 401 before execution, a request the server rejected while
-	// validating it). Safe to retry, after RetryAfter when set.
-	NotApplied Class = iota + 1
-	// Rejected: the server executed the request and refused it. Permanent;
-	// Index names the offending input item when the server says which.
-	Rejected
-	// Ambiguous: the request may have executed (timeout after sending,
-	// connection reset, 5xx, an unreadable answer). For mutations the caller
-	// must reconcile against the server's state before any retry.
-	Ambiguous
-	// Revoked: the refresh token was refused (invalid_grant). Nothing can be
-	// sent until an operator re-connects the payroll account.
-	Revoked
+	NotApplied = paysync.NotApplied
+	Rejected   = paysync.Rejected
+	Ambiguous  = paysync.Ambiguous
+	Revoked    = paysync.Revoked
 )
-
-func (c Class) String() string {
-	switch c {
-	case NotApplied:
-		return "not applied"
-	case Rejected:
-		return "rejected"
-	case Ambiguous:
-		return "ambiguous"
-	case Revoked:
-		return "revoked"
-	}
-	return "unknown"
-}
 
 // ErrRevoked is matched (errors.Is) by every Revoked error.
 var ErrRevoked = errors.New("connection revoked: re-connect the payroll account")
@@ -92,6 +70,9 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// FailureKind is the error's class (paysync.KindOf reads it).
+func (e *Error) FailureKind() paysync.FailureKind { return e.Class }
 
 // Is makes errors.Is(err, ErrRevoked) true for Revoked errors.
 func (e *Error) Is(target error) bool { return target == ErrRevoked && e.Class == Revoked }

@@ -555,7 +555,7 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) (children 
 		}
 		msg := pe.Error()
 		switch pe.Class {
-		case payroll.NotApplied:
+		case paysync.NotApplied:
 			tries++
 			state := paysync.BatchPending
 			if tries >= limit {
@@ -571,7 +571,7 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) (children 
 			if err := d.Sleep(ctx, backoff(tries-1, pe.RetryAfter)); err != nil {
 				return nil, err
 			}
-		case payroll.Rejected:
+		case paysync.Rejected:
 			switch {
 			case pe.Index >= 0 && pe.Index < len(pending):
 				if err := d.reject(ctx, b, att, pending[pe.Index], pe.Reason); err != nil {
@@ -600,7 +600,7 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) (children 
 				}
 				return children, err
 			}
-		case payroll.Ambiguous:
+		case paysync.Ambiguous:
 			if err := d.L.EndAttempt(ctx, att, paysync.AttemptAmbiguous, pe.StatusCode, msg, ""); err != nil {
 				return nil, err
 			}
@@ -635,7 +635,7 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) (children 
 			if err := d.Sleep(ctx, backoff(tries-1, pe.RetryAfter)); err != nil {
 				return nil, err
 			}
-		case payroll.Revoked:
+		case paysync.Revoked:
 			// Not the batch's fault: it stays as it was (pending, or failed),
 			// and the attempt counts towards nothing.
 			state := paysync.BatchPending

@@ -116,7 +116,7 @@ func (d *Deliverer) revertBatch(ctx context.Context, id int64) error {
 			return d.L.MarkRemoved(ctx, id, att, nil, nil)
 		}
 		var pe *payroll.Error
-		if !errors.As(failure, &pe) || pe.Class == payroll.Revoked || try+1 >= d.MaxAttempts {
+		if !errors.As(failure, &pe) || pe.Class == paysync.Revoked || try+1 >= d.MaxAttempts {
 			_ = d.L.EndAttempt(context.WithoutCancel(ctx), att, paysync.AttemptFailed, 0, failure.Error(), "")
 			return fmt.Errorf("revert batch %d: %w", id, failure)
 		}

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/mapping"
 	"github.com/paysync/paysync/payroll"
 )
@@ -78,7 +79,7 @@ func DefaultCompany(ctx context.Context, p StartupPayroll, rules *mapping.Rules,
 func WaitReason(err error) string {
 	var pe *payroll.Error
 	switch {
-	case errors.As(err, &pe) && pe.Class == payroll.Revoked:
+	case errors.As(err, &pe) && pe.Class == paysync.Revoked:
 		return payroll.ErrRevoked.Error() + " (paysync auth, or a new PAYSYNC_REFRESH_TOKEN)"
 	case errors.Is(err, payroll.ErrNoRefreshToken):
 		return payroll.ErrNoRefreshToken.Error()
@@ -140,7 +141,7 @@ func (st *startupStatus) onWait(x payroll.Waiting) {
 	case !x.Changed:
 	case x.Err == nil:
 		st.log.Info("payroll: answered at last", "for", x.What, "attempts", x.Attempt)
-	case payroll.ClassOf(x.Err) == payroll.Revoked || errors.Is(x.Err, payroll.ErrNoRefreshToken):
+	case paysync.KindOf(x.Err) == paysync.Revoked || errors.Is(x.Err, payroll.ErrNoRefreshToken):
 		st.log.Error("payroll: no working token: waiting for an operator to re-connect the account (paysync auth, or a new PAYSYNC_REFRESH_TOKEN); intake goes on where it can, nothing is lost",
 			"for", x.What, "reason", WaitReason(x.Err), "err", x.Err.Error())
 	default:
