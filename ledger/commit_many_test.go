@@ -96,6 +96,100 @@ func TestCommitImports(t *testing.T) {
 
 func ok(m map[string]Source, h string) bool { _, found := m[h]; return found }
 
+// TestCommitImports_BulkFallsBack: a group is first written many rows per
+// statement; an entry stored before as rejected (to take again) makes
+// that attempt fail, and the group is written intent by intent. The
+// outcome is the one of writing it row by row: the entry row taken again
+// in place (its id kept), a refused message with its rejects, the others
+// committed with their pay parts linked to their entries.
+func TestCommitImports_BulkFallsBack(t *testing.T) {
+	l, _ := newLedger(t)
+	ctx := t.Context()
+	first := message(t, "A", "r-1")
+	first.Entries[0].Status, first.PayParts = paysync.EntryRejected, nil
+	out, errs, err := l.CommitImports(ctx, []ImportIntent{first})
+	if err != nil || errs[0] != nil {
+		t.Fatal(err, errs)
+	}
+	var rowID int64
+	if err := l.db.QueryRowContext(ctx, `SELECT id FROM entries WHERE entry_id = 'r-1'`).Scan(&rowID); err != nil {
+		t.Fatal(err)
+	}
+	refused := message(t, "B", "bad")
+	refused.Rejected, refused.Rejects = true, []NewReject{{EntryID: "bad", Field: "hours", Message: "is not a number"}}
+	again := message(t, "A", "r-1")
+	again.Source.Payload = []byte(`{"id":"r-1","hours":"1.5","fixed":true}`)
+	again.Source.Hash = paysync.PayloadHash(again.Source.Payload)
+	group := []ImportIntent{message(t, "A", "n-1"), refused, again, message(t, "B", "n-2")}
+	before := tableCounts(t, l)
+	out, errs, err = l.CommitImports(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range group {
+		if errs[i] != nil || out[i].SourceID == 0 {
+			t.Fatalf("intent %d: %+v, %v", i, out[i], errs[i])
+		}
+	}
+	after := tableCounts(t, l)
+	if after["sources"] != before["sources"]+4 || after["entries"] != before["entries"]+2 || after["pay_parts"] != before["pay_parts"]+3 {
+		t.Errorf("counts before %v after %v: want 4 sources, 2 new entries (r-1 taken again in place), 3 pay parts", before, after)
+	}
+	var id, src int64
+	var status string
+	if err := l.db.QueryRowContext(ctx, `SELECT id, source_id, status FROM entries WHERE entry_id = 'r-1'`).Scan(&id, &src, &status); err != nil {
+		t.Fatal(err)
+	}
+	if id != rowID || src != out[2].SourceID || status != "mapped" {
+		t.Errorf("r-1 = row %d of source %d, %s; want row %d of source %d, mapped", id, src, status, rowID, out[2].SourceID)
+	}
+	var rejects, unlinked int
+	if err := l.db.QueryRowContext(ctx, `SELECT count(*) FROM rejects WHERE source_id = ?`, out[1].SourceID).Scan(&rejects); err != nil || rejects != 1 {
+		t.Errorf("rejects of the refused message = %d, %v; want 1", rejects, err)
+	}
+	if err := l.db.QueryRowContext(ctx, `SELECT count(*) FROM pay_parts p WHERE NOT EXISTS (SELECT 1 FROM pay_part_entries pe WHERE pe.pay_part_id = p.id)`).Scan(&unlinked); err != nil || unlinked != 0 {
+		t.Errorf("pay parts without their entry = %d, %v", unlinked, err)
+	}
+}
+
+// TestCommitImports_Bulk: a group of many messages (more than one
+// statement's rows) commits as row by row would: every source, entry and
+// pay part stored, each pay part linked to its own entry.
+func TestCommitImports_Bulk(t *testing.T) {
+	l, _ := newLedger(t)
+	ctx := t.Context()
+	var ins []ImportIntent
+	for i := range 2*maxBulkRows + 7 {
+		in := message(t, []string{"A", "B", "C"}[i%3], fmt.Sprintf("b-%d", i))
+		in.BatchSize = 10
+		ins = append(ins, in)
+	}
+	out, errs, err := l.CommitImports(ctx, ins)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range ins {
+		if errs[i] != nil || out[i].SourceID == 0 {
+			t.Fatalf("intent %d: %+v, %v", i, out[i], errs[i])
+		}
+	}
+	if c := tableCounts(t, l); c["sources"] != len(ins) || c["entries"] != len(ins) || c["pay_parts"] != len(ins) {
+		t.Errorf("counts %v, want %d of each", c, len(ins))
+	}
+	var wrong int
+	err = l.db.QueryRowContext(ctx, `SELECT count(*) FROM pay_parts p JOIN pay_part_entries pe ON pe.pay_part_id = p.id JOIN entries e ON e.id = pe.entry_id
+		WHERE p.employee_id <> 'emp-' || e.entry_id`).Scan(&wrong)
+	if err != nil || wrong != 0 {
+		t.Errorf("pay parts linked to another entry = %d, %v", wrong, err)
+	}
+	for i, in := range ins {
+		var src int64
+		if err := l.db.QueryRowContext(ctx, `SELECT source_id FROM entries WHERE entry_id = ?`, in.Entries[0].Entry.ID).Scan(&src); err != nil || src != out[i].SourceID {
+			t.Fatalf("entry %s: source %d, %v; want %d", in.Entries[0].Entry.ID, src, err, out[i].SourceID)
+		}
+	}
+}
+
 // BenchmarkCommitImports: groups of 256 one-entry messages (the NATS
 // intake's unit of work), each a source, an entry and a pay part, into
 // open batches of 100.

@@ -190,10 +190,18 @@ func commitIntent(st *stmts, in ImportIntent, now string, acc *accumulator) (Com
 		if err != nil {
 			return out, err
 		}
-		out.SourceID, err = insertSource(st, in.Source.Kind, in.Source.Name, in.Source.Hash, in.Source.Format, int64(len(in.Source.Payload)), payload,
-			status, len(in.Entries), in.Duplicates, len(in.Rejects), now)
-		if err != nil {
-			return out, err
+		if st.bulk != nil {
+			if out.SourceID, err = st.bulk.id(st, "sources"); err != nil {
+				return out, err
+			}
+			st.bulk.add("sources", out.SourceID, in.Source.Kind, in.Source.Name, in.Source.Hash, in.Source.Format, int64(len(in.Source.Payload)), payload,
+				status, len(in.Entries), in.Duplicates, len(in.Rejects), now)
+		} else {
+			out.SourceID, err = insertSource(st, in.Source.Kind, in.Source.Name, in.Source.Hash, in.Source.Format, int64(len(in.Source.Payload)), payload,
+				status, len(in.Entries), in.Duplicates, len(in.Rejects), now)
+			if err != nil {
+				return out, err
+			}
 		}
 	} else {
 		out.SourceID = in.SourceID
@@ -206,6 +214,18 @@ func commitIntent(st *stmts, in ImportIntent, now string, acc *accumulator) (Com
 			if data, err = json.Marshal(e.Entry); err != nil {
 				return out, err
 			}
+		}
+		if st.bulk != nil {
+			// Held for bulk: an entry already stored (even one to take
+			// again) is refused at flush, and the group committed again
+			// intent by intent, through the statement below.
+			id, err := st.bulk.id(st, "entries")
+			if err != nil {
+				return out, err
+			}
+			st.bulk.add("entries", id, out.SourceID, e.Entry.ID, e.Entry.Line, e.Hash, data, e.Status, e.Note)
+			ids[e.Entry.ID] = id
+			continue
 		}
 		// An entry seen before but never paid (rejected or skipped) is
 		// taken again with its new content; a paid one never is.
@@ -220,6 +240,10 @@ func commitIntent(st *stmts, in ImportIntent, now string, acc *accumulator) (Com
 		ids[e.Entry.ID] = id
 	}
 	for _, r := range in.Rejects {
+		if st.bulk != nil {
+			st.bulk.add("rejects", out.SourceID, r.EntryID, r.Line, r.Field, r.Message, r.Hint, now)
+			continue
+		}
 		if _, err := st.exec(`INSERT INTO rejects (source_id, entry_id, line, field, message, hint, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 			out.SourceID, r.EntryID, r.Line, r.Field, r.Message, r.Hint, now); err != nil {
 			return out, err
@@ -314,6 +338,9 @@ func insertBatchStmts(st *stmts, company string, source, parent, replayOf int64,
 }
 
 func insertPayPartStmts(st *stmts, batch int64, seq int, pp paysync.PlannedPayPart, ids map[string]int64, now string) error {
+	if st.bulk != nil {
+		return bulkPayPart(st, batch, seq, pp, ids, now)
+	}
 	res, err := st.exec(`INSERT INTO pay_parts (`+payPartCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)`,
 		batch, seq, pp.CompanyID, pp.EmployeeID, pp.EmployeeName, pp.Code, decText(pp.Units), decText(pp.Rate), decText(pp.Amount), pp.Description, pp.Rule, now)
 	if err != nil {
@@ -331,6 +358,27 @@ func insertPayPartStmts(st *stmts, batch int64, seq int, pp paysync.PlannedPayPa
 		if _, err := st.exec(`INSERT OR IGNORE INTO pay_part_entries (pay_part_id, entry_id) VALUES (?, ?)`, pid, eid); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// bulkPayPart is insertPayPartStmts holding the rows for bulk.
+func bulkPayPart(st *stmts, batch int64, seq int, pp paysync.PlannedPayPart, ids map[string]int64, now string) error {
+	pid, err := st.bulk.id(st, "pay_parts")
+	if err != nil {
+		return err
+	}
+	st.bulk.add("pay_parts", pid, batch, seq, pp.CompanyID, pp.EmployeeID, pp.EmployeeName, pp.Code, decText(pp.Units), decText(pp.Rate), decText(pp.Amount),
+		pp.Description, pp.Rule, paysync.PartPending, now)
+	for _, ref := range pp.Entries {
+		eid, ok := ids[ref.ID]
+		if !ok {
+			if err := st.queryRow(`SELECT id FROM entries WHERE entry_id = ?`, ref.ID).Scan(&eid); err != nil {
+				return fmt.Errorf("pay part of entry %s: entry not in the ledger: %w", ref.ID, err)
+			}
+			ids[ref.ID] = eid
+		}
+		st.bulk.add("pay_part_entries", pid, eid)
 	}
 	return nil
 }

@@ -20,7 +20,7 @@ func TestNew_Defaults(t *testing.T) {
 	c := s.cfg
 	if c.Stream != "TIMESHEETS" || c.Durable != "paysync" || c.Filter != "timesheets.>" ||
 		c.DeadLetter != "paysync.deadletter" || c.DeadLetterStream != "TIMESHEETS_DEADLETTER" || c.AckWait != 30*time.Second || c.MaxDeliver != -1 ||
-		c.MaxAckPending != 1024 || c.PullMaxMessages != 256 || c.NakDelay != 2*time.Second || c.MaxNakDelay != time.Minute || c.Name != "paysync" {
+		c.MaxAckPending != 1024 || c.PullMaxMessages != 512 || c.MaxBatch != 256 || c.NakDelay != 2*time.Second || c.MaxNakDelay != time.Minute || c.Name != "paysync" {
 		t.Errorf("defaults: %+v", c)
 	}
 }
