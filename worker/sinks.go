@@ -12,7 +12,7 @@ import (
 // FileSink is what the daemon gives its inbox: a file is committed to the
 // ledger as intent without sending (the pipeline sends, so only one
 // goroutine ever talks create_pay_parts), then the pipeline is woken.
-// It satisfies the inbox's FileImporter and StreamImporter.
+// The inbox takes it through InboxSink (its own Sink and StreamSink).
 type FileSink struct {
 	im      *Importer
 	wake    func()
