@@ -691,16 +691,7 @@ func TestCrash_Revert(t *testing.T) {
 			}
 		}
 
-		faults := []sandbox.Fault{
-			{Kind: sandbox.FaultLatency, Op: "delete_pay_parts", Delay: 5 * time.Millisecond},
-			{Kind: sandbox.FaultLatency, Op: "delete_pay_parts", Delay: 10 * time.Millisecond, Probability: 0.5},
-			{Kind: sandbox.FaultLatency, Op: "pay_parts", Delay: 4 * time.Millisecond},
-		}
-		drops := rng.IntN(2) == 0
-		if drops {
-			faults = append(faults, sandbox.Fault{Kind: sandbox.FaultDropAfterCommit, Op: "delete_pay_parts", Probability: 0.2})
-		}
-		c.sb.SetFaults(faults...)
+		drops := c.slowMutations(rng, "delete_pay_parts", 10*time.Millisecond, 4*time.Millisecond)
 		args := []string{"revert", "--import", "1", "--yes"}
 		t.Logf("drops after commit: %v", drops)
 		stats.kills.Add(c.killRuns(t, rng, 2+rng.IntN(2), 300*time.Millisecond, func(t *testing.T, r crashRun) {
@@ -794,16 +785,7 @@ func TestCrash_Replay(t *testing.T) {
 		}
 		c.finish(t, func(crashRun) bool { return false }, append([]string{"revert", "--yes"}, target...)...)
 
-		faults := []sandbox.Fault{
-			{Kind: sandbox.FaultLatency, Op: "create_pay_parts", Delay: 5 * time.Millisecond},
-			{Kind: sandbox.FaultLatency, Op: "create_pay_parts", Delay: 15 * time.Millisecond, Probability: 0.5},
-			{Kind: sandbox.FaultLatency, Op: "pay_parts", Delay: 3 * time.Millisecond},
-		}
-		drops := rng.IntN(2) == 0
-		if drops {
-			faults = append(faults, sandbox.Fault{Kind: sandbox.FaultDropAfterCommit, Op: "create_pay_parts", Probability: 0.2})
-		}
-		c.sb.SetFaults(faults...)
+		drops := c.slowMutations(rng, "create_pay_parts", 15*time.Millisecond, 3*time.Millisecond)
 		args := append([]string{"replay", "--yes"}, target...)
 		t.Logf("replay %v; drops after commit: %v", target, drops)
 		stats.kills.Add(c.killRuns(t, rng, 2+rng.IntN(2), 300*time.Millisecond, checkImportRun, args...))
@@ -826,4 +808,21 @@ func TestCrash_Replay(t *testing.T) {
 		}
 		c.checkPayroll(t, entries, seeded)
 	})
+}
+
+// slowMutations makes op (a mutation) take 5 ms, and half the time extra
+// more, and the pay_parts read take read, so that a kill lands inside a
+// call; in half the trials (drawn from rng) 20 % of op's calls are executed
+// and then dropped unanswered. It reports whether they are.
+func (c *crashEnv) slowMutations(rng *rand.Rand, op string, extra, read time.Duration) (drops bool) {
+	faults := []sandbox.Fault{
+		{Kind: sandbox.FaultLatency, Op: op, Delay: 5 * time.Millisecond},
+		{Kind: sandbox.FaultLatency, Op: op, Delay: extra, Probability: 0.5},
+		{Kind: sandbox.FaultLatency, Op: "pay_parts", Delay: read},
+	}
+	if drops = rng.IntN(2) == 0; drops {
+		faults = append(faults, sandbox.Fault{Kind: sandbox.FaultDropAfterCommit, Op: op, Probability: 0.2})
+	}
+	c.sb.SetFaults(faults...)
+	return drops
 }
