@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -194,14 +195,20 @@ func runNATS(ctx context.Context, cfg Config, name string, n int, backlog bool) 
 	return r, nil
 }
 
+// fetchProfile saves a CPU profile of paysync, or an execution trace
+// when file ends in ".trace" (go tool trace: where goroutines wait).
 func fetchProfile(addr, file string, d time.Duration) error {
-	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, max(1, int(d.Seconds()))))
+	kind := "profile"
+	if strings.HasSuffix(file, ".trace") {
+		kind = "trace"
+	}
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", addr, kind, max(1, int(d.Seconds()))))
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
-		return fmt.Errorf("/debug/pprof/profile: %s", resp.Status)
+		return fmt.Errorf("/debug/pprof/%s: %s", kind, resp.Status)
 	}
 	if err := save(resp.Body, file); err != nil {
 		return err

@@ -54,7 +54,31 @@ type Message struct {
 // is message i's outcome; errs[i] is set when the ledger refused to commit
 // it (retry it later). A non-nil error means nothing was committed.
 func (mi *MessageImporter) Plan(ctx context.Context, msgs []Message) (reps []Report, errs []error, err error) {
-	reps, errs = make([]Report, len(msgs)), make([]error, len(msgs))
+	g, err := mi.Prepare(ctx, msgs)
+	if err != nil {
+		return nil, nil, err
+	}
+	return mi.Commit(ctx, g)
+}
+
+// Group is a group of messages read, looked up and planned by Prepare,
+// with nothing written yet: Commit writes it.
+type Group struct {
+	reps    []Report
+	errs    []error
+	intents []ledger.ImportIntent
+	which   []int // intents[k] is message which[k]
+}
+
+// Prepare does everything of Plan but the writing: reading, the look-ups
+// (on the ledger's readers), mapping and validating. It may run while an
+// earlier group commits (the stream prepares the next group meanwhile);
+// what that group commits in between is caught by the ledger at Commit —
+// a message stored since is a duplicate there, an entry stored since fails
+// its message, which is retried and then found as stored.
+func (mi *MessageImporter) Prepare(ctx context.Context, msgs []Message) (*Group, error) {
+	g := &Group{reps: make([]Report, len(msgs)), errs: make([]error, len(msgs))}
+	reps, errs := g.reps, g.errs
 	hashes := make([]string, len(msgs))
 	for i, m := range msgs {
 		reps[i] = Report{Source: m.Name, Skipped: map[string]int{}}
@@ -62,7 +86,7 @@ func (mi *MessageImporter) Plan(ctx context.Context, msgs []Message) (reps []Rep
 	}
 	known, err := mi.L.SourcesByHash(ctx, hashes)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	// Read every new message, then look all their entries up at once.
 	runs := make([]*msgRun, len(msgs))
@@ -85,10 +109,8 @@ func (mi *MessageImporter) Plan(ctx context.Context, msgs []Message) (reps []Rep
 	}
 	seen, err := mi.L.LookupEntries(ctx, keys)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	var intents []ledger.ImportIntent
-	var which []int // intents[k] is message which[k]
 	for i, m := range msgs {
 		if runs[i] == nil {
 			continue
@@ -100,23 +122,30 @@ func (mi *MessageImporter) Plan(ctx context.Context, msgs []Message) (reps []Rep
 			errs[i] = err
 			continue
 		}
-		intents = append(intents, in)
-		which = append(which, i)
+		g.intents = append(g.intents, in)
+		g.which = append(g.which, i)
 	}
-	if len(intents) == 0 {
+	return g, nil
+}
+
+// Commit writes a prepared group in one transaction and returns each
+// message's outcome, as Plan does.
+func (mi *MessageImporter) Commit(ctx context.Context, g *Group) (reps []Report, errs []error, err error) {
+	reps, errs = g.reps, g.errs
+	if len(g.intents) == 0 {
 		return reps, errs, nil
 	}
-	done, ierrs, err := mi.L.CommitImports(ctx, intents)
+	done, ierrs, err := mi.L.CommitImports(ctx, g.intents)
 	if err != nil {
 		return nil, nil, err
 	}
-	for k, i := range which {
+	for k, i := range g.which {
 		switch {
 		case errors.Is(ierrs[k], ledger.ErrDuplicateSource):
 			reps[i].Duplicate = true
 		case ierrs[k] != nil:
 			errs[i] = ierrs[k]
-		case intents[k].Rejected:
+		case g.intents[k].Rejected:
 			reps[i].RejectedAs = done[k].SourceID
 		default:
 			reps[i].ImportID, reps[i].Batches = done[k].SourceID, done[k].BatchIDs

@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -184,5 +185,67 @@ func afterOutage(plan func() (worker.Report, error)) (worker.Report, error) {
 			return rep, err
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestMessageImporter_PreparedBeforeTheGroupBefore: the stream prepares a
+// group while the one before commits, so a group's look-ups may miss what
+// that one commits. The ledger catches it at Commit: the same message is
+// a duplicate; another message with an entry just committed is that
+// message's error (retried), and its retry finds the entry stored. Either
+// way the entry has one pay part.
+func TestMessageImporter_PreparedBeforeTheGroupBefore(t *testing.T) {
+	e := setup(t, sandbox.Options{})
+	mi := e.messageImporter(t)
+	entry := func(id string, hours int) string {
+		return `{"id":"` + id + `","employee_id":"` + sandbox.EmpMetteHansen + `","date":"2026-11-02","hours":` + strconv.Itoa(hours) + `,"code":"T1"}`
+	}
+	first := []worker.Message{
+		msg("timesheets.MV8x.toggl", entry("x-1", 2)),
+		msg("timesheets.MV8x.toggl", `[`+entry("x-2", 3)+`]`),
+	}
+	second := []worker.Message{
+		msg("timesheets.MV8x.toggl", entry("x-1", 2)),                     // the same message again
+		msg("timesheets.MV8x.toggl", `{"entries":[`+entry("x-2", 3)+`]}`), // another message, the same entry
+		msg("timesheets.MV8x.toggl", entry("x-3", 4)),                     // new
+	}
+	g1, err := mi.Prepare(ctx(t), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g2, err := mi.Prepare(ctx(t), second) // before first commits
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, errs, err := mi.Commit(ctx(t), g1); err != nil || errors.Join(errs...) != nil {
+		t.Fatalf("first group: %v %v", err, errs)
+	}
+	reps, errs, err := mi.Commit(ctx(t), g2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] != nil || !reps[0].Duplicate {
+		t.Errorf("the same message again: %+v, %v; want a duplicate", reps[0], errs[0])
+	}
+	if errs[1] == nil {
+		t.Errorf("another message with an entry committed meanwhile: %+v; want its error (retried)", reps[1])
+	}
+	if errs[2] != nil || reps[2].PayParts != 1 {
+		t.Errorf("the new message: %+v, %v; want committed", reps[2], errs[2])
+	}
+	// The retry, as the stream's redelivery does it.
+	reps, errs, err = mi.Plan(ctx(t), second[1:2])
+	if err != nil || errs[0] != nil {
+		t.Fatal(err, errs[0])
+	}
+	if reps[0].PayParts != 0 || reps[0].Duplicates != 1 {
+		t.Errorf("the retry: %+v; want its entry a duplicate", reps[0])
+	}
+	got, err := e.led.PendingPayParts(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != 3 {
+		t.Errorf("%d pay parts in the ledger, want 3 (x-1, x-2, x-3 once each)", got)
 	}
 }

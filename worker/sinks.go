@@ -51,7 +51,7 @@ type MessageSink struct {
 	observe func(kind paysync.SourceKind, rep Report)
 }
 
-var _ stream.Sink = (*MessageSink)(nil)
+var _ stream.PipelinedSink = (*MessageSink)(nil)
 
 // Commit commits one message.
 func (s *MessageSink) Commit(ctx context.Context, m stream.Message) (stream.Outcome, error) {
@@ -61,28 +61,42 @@ func (s *MessageSink) Commit(ctx context.Context, m stream.Message) (stream.Outc
 
 // CommitBatch commits a group of messages; each gets its own outcome.
 func (s *MessageSink) CommitBatch(ctx context.Context, ms []stream.Message) []stream.Result {
+	return s.PrepareBatch(ctx, ms)(ctx)
+}
+
+// PrepareBatch reads, looks up and maps a group without writing, and
+// returns the step that commits it: the stream prepares the next group
+// while this one commits.
+func (s *MessageSink) PrepareBatch(ctx context.Context, ms []stream.Message) func(context.Context) []stream.Result {
 	in := make([]Message, len(ms))
 	for i, m := range ms {
 		in[i] = Message{Kind: paysync.SourceNATS, Name: m.Subject, Company: stream.CompanyOf(m.Subject), Payload: m.Data, Received: m.Stored}
 	}
-	out := make([]stream.Result, len(ms))
-	reps, errs, err := s.mi.Plan(ctx, in)
-	if err != nil {
-		for i := range out {
-			out[i].Err = err
+	g, err := s.mi.Prepare(ctx, in)
+	return func(ctx context.Context) []stream.Result {
+		out := make([]stream.Result, len(ms))
+		var reps []Report
+		var errs []error
+		if err == nil {
+			reps, errs, err = s.mi.Commit(ctx, g)
 		}
+		if err != nil {
+			for i := range out {
+				out[i].Err = err
+			}
+			return out
+		}
+		for i, rep := range reps {
+			if errs[i] != nil {
+				out[i].Err = errs[i]
+				continue
+			}
+			s.observe(paysync.SourceNATS, rep)
+			out[i].Outcome, out[i].Err = MessageOutcome(rep)
+		}
+		s.wake()
 		return out
 	}
-	for i, rep := range reps {
-		if errs[i] != nil {
-			out[i].Err = errs[i]
-			continue
-		}
-		s.observe(paysync.SourceNATS, rep)
-		out[i].Outcome, out[i].Err = MessageOutcome(rep)
-	}
-	s.wake()
-	return out
 }
 
 // MessageOutcome is what a committed message's report means to its

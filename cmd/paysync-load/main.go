@@ -57,7 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.Backlog, "backlog", false, "publish every entry before paysync starts")
 	fs.IntVar(&cfg.CSVLines, "csv", 0, "lines of a CSV file to import with paysync import (0: skip)")
 	fs.IntVar(&cfg.Trickle, "trickle", 0, "single entries to publish one at a time (0: skip)")
-	fs.StringVar(&cfg.Profile, "cpuprofile", "", "write a CPU profile of paysync during the NATS run to this file")
+	fs.StringVar(&cfg.Profile, "cpuprofile", "", "write a CPU profile of paysync during the NATS run to this file (an execution trace if it ends in .trace)")
 	fs.DurationVar(&cfg.ProfileFor, "profile-for", 0, "length of the CPU profile (default 10s)")
 	fs.BoolVar(&cfg.Peer, "peer", false, "run the NATS backlog through paysync, then the same backlog through Benthos, and compare")
 	fs.StringVar(&cfg.Benthos, "benthos", "", "Benthos binary for --peer (default: built from --benthos-src into the user cache directory)")

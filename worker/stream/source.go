@@ -46,6 +46,16 @@ type BatchSink interface {
 	CommitBatch(ctx context.Context, ms []Message) []Result
 }
 
+// PipelinedSink is a BatchSink whose work on a group comes in two steps:
+// PrepareBatch reads and plans the group without writing anything, and
+// the step it returns commits it. The source prepares the next group while
+// the previous one commits (and is acked), so that the two overlap. What
+// the previous group commits meanwhile is the sink's to catch at commit.
+type PipelinedSink interface {
+	BatchSink
+	PrepareBatch(ctx context.Context, ms []Message) (commit func(context.Context) []Result)
+}
+
 // Result is one message's outcome in a batch.
 type Result struct {
 	Outcome Outcome
@@ -115,7 +125,10 @@ type Source struct {
 	sink Sink
 	log  *slog.Logger
 
-	turn      chan struct{} // holds a token while a message is handled (or once Close has taken it)
+	turn chan struct{} // holds a token while a message is handled (or once Close has taken it)
+	// prep holds a token while a PipelinedSink prepares a group (or once
+	// Close has taken it): Close waits for that too.
+	prep      chan struct{}
 	closing   chan struct{} // closed when Close begins
 	closeOnce sync.Once
 	closeDone chan struct{}
@@ -187,6 +200,7 @@ func New(cfg Config, sink Sink) (*Source, error) {
 		sink:        sink,
 		log:         cfg.Logger.With("component", "stream", "stream", cfg.Stream, "consumer", cfg.Durable),
 		turn:        make(chan struct{}, 1),
+		prep:        make(chan struct{}, 1),
 		closing:     make(chan struct{}),
 		closeDone:   make(chan struct{}),
 		closeCtx:    closeCtx,
@@ -654,13 +668,23 @@ func (s *Source) handle(r *run, m jetstream.Msg) {
 
 // work takes the queued messages — as many as are at hand, up to
 // MaxBatch, for a BatchSink; one at a time otherwise — and processes
-// them while holding the turn.
+// them while holding the turn. A PipelinedSink's groups are prepared here
+// and committed by commitLoop, so that the next group is prepared while
+// the previous one commits.
 func (s *Source) work(r *run) {
 	defer close(r.workDone)
 	bs, batching := s.sink.(BatchSink)
+	ps, pipelined := s.sink.(PipelinedSink)
 	limit := 1
 	if batching {
 		limit = max(1, min(s.cfg.MaxBatch, s.cfg.MaxAckPending))
+	}
+	var prepared chan preparedGroup
+	if pipelined {
+		prepared = make(chan preparedGroup)
+		done := make(chan struct{})
+		go s.commitLoop(r, prepared, done)
+		defer func() { close(prepared); <-done }()
 	}
 	for {
 		var group []jetstream.Msg
@@ -679,24 +703,78 @@ func (s *Source) work(r *run) {
 				break more
 			}
 		}
-		select {
-		case <-s.closing:
-			s.releaseAll(group)
+		if pipelined {
+			s.prepare(r, ps, group, prepared)
 			continue
-		case s.turn <- struct{}{}:
 		}
-		select {
-		case <-s.closing:
-			<-s.turn
+		if !s.take(s.turn) {
 			s.releaseAll(group)
 			continue
-		default:
 		}
 		if batching && len(group) > 1 {
 			s.processBatch(r, bs, group)
 		} else {
 			s.process(r, group[0])
 		}
+		<-s.turn
+	}
+}
+
+// take takes token's slot, unless Close has begun (false: nothing taken).
+func (s *Source) take(token chan struct{}) bool {
+	select {
+	case <-s.closing:
+		return false
+	case token <- struct{}{}:
+	}
+	select {
+	case <-s.closing:
+		<-token
+		return false
+	default:
+		return true
+	}
+}
+
+// preparedGroup is a group on its way from prepare to commitLoop.
+type preparedGroup struct {
+	ms     []jetstream.Msg
+	msgs   []Message
+	commit func(context.Context) []Result
+	stop   func() // ends the in-progress signals
+}
+
+// prepare has the sink prepare a group (holding prep, not the turn) and
+// hands it to commitLoop; a group prepared as Close begins is released.
+func (s *Source) prepare(r *run, ps PipelinedSink, ms []jetstream.Msg, out chan<- preparedGroup) {
+	if !s.take(s.prep) {
+		s.releaseAll(ms)
+		return
+	}
+	g := preparedGroup{ms: ms, msgs: messages(ms), stop: s.keepInProgress(r, ms)}
+	g.commit = ps.PrepareBatch(r.ctx, g.msgs)
+	<-s.prep
+	select {
+	case out <- g:
+	case <-s.closing:
+		g.stop()
+		s.releaseAll(ms)
+	}
+}
+
+// commitLoop commits prepared groups in order, each holding the turn, and
+// acks them.
+func (s *Source) commitLoop(r *run, in <-chan preparedGroup, done chan<- struct{}) {
+	defer close(done)
+	for g := range in {
+		if !s.take(s.turn) {
+			g.stop()
+			s.releaseAll(g.ms)
+			continue
+		}
+		results := g.commit(r.ctx)
+		g.stop()
+		s.settleBatch(r, g.ms, g.msgs, results)
 		<-s.turn
 	}
 }
@@ -733,15 +811,26 @@ func (s *Source) logFor(msg Message) *slog.Logger {
 	return s.log.With("subject", msg.Subject, "seq", msg.StreamSeq, "msg_id", msg.MsgID, "delivered", msg.Delivered)
 }
 
-// processBatch commits a group in one call, then acks what was committed
-// (one flush for all) and parks or retries the rest, message by message.
-func (s *Source) processBatch(r *run, bs BatchSink, ms []jetstream.Msg) {
+// messages is ms as a sink sees them.
+func messages(ms []jetstream.Msg) []Message {
 	msgs := make([]Message, len(ms))
 	for i, m := range ms {
 		msgs[i] = message(m)
 	}
+	return msgs
+}
+
+// processBatch commits a group in one call, then settles it.
+func (s *Source) processBatch(r *run, bs BatchSink, ms []jetstream.Msg) {
+	msgs := messages(ms)
 	var results []Result
 	s.inProgress(r, ms, func() { results = bs.CommitBatch(r.ctx, msgs) })
+	s.settleBatch(r, ms, msgs, results)
+}
+
+// settleBatch acks what was committed (one flush for all) and parks or
+// retries the rest, message by message.
+func (s *Source) settleBatch(r *run, ms []jetstream.Msg, msgs []Message, results []Result) {
 	if len(results) != len(ms) {
 		err := fmt.Errorf("stream: sink returned %d results for %d messages", len(results), len(ms))
 		results = make([]Result, len(ms))
@@ -871,14 +960,23 @@ func (s *Source) commit(r *run, m jetstream.Msg, msg Message) (out Outcome, err 
 // inProgress runs fn, telling the server every AckWait/3 that the messages
 // are still being worked on.
 func (s *Source) inProgress(r *run, ms []jetstream.Msg, fn func()) {
-	stop := make(chan struct{})
+	// The ticker must be gone before the messages are acked.
+	defer s.keepInProgress(r, ms)()
+	fn()
+}
+
+// keepInProgress tells the server every AckWait/3 that the messages are
+// still being worked on, until the returned stop is called (and has
+// returned: then no signal is on its way).
+func (s *Source) keepInProgress(r *run, ms []jetstream.Msg) (stop func()) {
+	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		t := time.NewTicker(r.ackWait / 3)
 		defer t.Stop()
 		for {
 			select {
-			case <-stop:
+			case <-done:
 				return
 			case <-t.C:
 				for _, m := range ms {
@@ -889,9 +987,7 @@ func (s *Source) inProgress(r *run, ms []jetstream.Msg, fn func()) {
 			}
 		}
 	})
-	// The ticker must be gone before the messages are acked.
-	defer func() { close(stop); wg.Wait() }()
-	fn()
+	return func() { close(done); wg.Wait() }
 }
 
 // deadLetter republishes the message's data to the dead-letter subject,
@@ -1067,11 +1163,14 @@ func (s *Source) close(ctx context.Context) error {
 	// Stop pulling. Messages already prefetched still pass through handle,
 	// which releases them now that closing is closed.
 	r.cc.Drain()
-	// Taking the turn waits for the message in flight, ack included.
-	select {
-	case s.turn <- struct{}{}:
-	case <-ctx.Done():
-		return hardStop()
+	// Taking the turn waits for the message in flight, ack included, and
+	// taking prep for a group being prepared (released once prepared).
+	for _, token := range []chan struct{}{s.turn, s.prep} {
+		select {
+		case token <- struct{}{}:
+		case <-ctx.Done():
+			return hardStop()
+		}
 	}
 	// Drain flushes the releases and terms still buffered, then closes.
 	if err := r.nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
