@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,17 +22,18 @@ import (
 	"github.com/paysync/paysync/payroll"
 	"github.com/paysync/paysync/worker/inbox"
 	"github.com/paysync/paysync/worker/stream"
-	"golang.org/x/oauth2"
 )
 
 // paysync doctor: a pre-flight that checks the configuration, the ledger,
 // the payroll connection, the schema, the company, the rules, NATS and the
 // inbox, and says for every problem what to do. Each check stands alone: a
 // failure is reported and the others still run; checks that need something
-// that failed are reported as skipped, with the reason. The ledger, NATS,
-// inbox and rules checks are their adapters' probes (ledger.CheckPath and
-// Ledger.Probe, stream.Probe, inbox.Probe, mapping.CheckRules): doctor runs
-// them and adds the hint, naming the variable or command.
+// that failed are reported as skipped, with the reason. The ledger,
+// payroll, NATS, inbox and rules checks are their adapters' probes
+// (ledger.CheckPath and Ledger.Probe; payroll's ProbeToken, ProbeClient,
+// ProbeSchema and ProbeCompany; stream.Probe, inbox.Probe,
+// mapping.CheckRules): doctor runs them and adds the hint, naming the
+// variable or command.
 
 // doctorCheck is one line of the report (one element of --json).
 type doctorCheck struct {
@@ -530,112 +532,64 @@ func (d *doctor) checkToken(ctx context.Context) {
 		d.r.skip(name, d.noConn)
 		return
 	}
-	cfg := d.cfg
-	store := d.tokenStore()
-	configured := payroll.Fingerprint(string(cfg.RefreshToken))
-	before, lerr := store.Load(ctx)
-	stored := ""
-	switch {
-	case lerr == nil:
-		stored = payroll.Fingerprint(before.RefreshToken)
-		d.r.secrets = append(d.r.secrets, before.RefreshToken, before.AccessToken)
-	case !errors.Is(lerr, payroll.ErrNoStoredToken):
-		d.r.fail(name, fmt.Sprintf("token store %s: %v", d.tokenPlace(), lerr), "check the token store (PAYSYNC_TOKEN_FILE or the ledger): it must be readable by this user")
-		d.cl, d.noConn = nil, "the token store cannot be read (see payroll token)"
+	c := d.cl.ProbeToken(ctx, payroll.TokenProbe{Place: d.tokenPlace(), Configured: "PAYSYNC_REFRESH_TOKEN"})
+	d.show(name, c.Check, doctorTokenHint(c.Err))
+	if !c.OK() {
+		d.cl, d.noConn = nil, doctorNoToken(c.Err)
 		return
 	}
-	var source string
-	switch {
-	case stored != "" && (configured == "" || before.Seed == configured):
-		source = "token store (rotated from the configured token)"
-	case configured != "":
-		source = "PAYSYNC_REFRESH_TOKEN"
-	default:
-		d.r.fail(name, "no refresh token: PAYSYNC_REFRESH_TOKEN is not set and none is stored in "+d.tokenPlace(),
-			"connect paysync to the payroll account and set PAYSYNC_REFRESH_TOKEN to the refresh token it gives")
-		d.cl, d.noConn = nil, "no refresh token (see payroll token)"
-		return
-	}
-	if _, err := d.cl.Tokens().Token(ctx); err != nil {
-		var initial *payroll.InitialTokenError
-		switch {
-		case errors.As(err, &initial) && initial.Err == nil: // not sent: another store holds its successor
-			d.r.fail(name, initial.Error(), "point PAYSYNC_LEDGER (or PAYSYNC_TOKEN_FILE) at the store named here, or re-connect the payroll account and set PAYSYNC_REFRESH_TOKEN to the new refresh token")
-			d.cl, d.noConn = nil, "no refresh token of this store's own (see payroll token)"
-			return
-		case errors.As(err, &initial):
-			d.r.fail(name, initial.Error(), doctorRevokedFix+"; or, if another ledger or token file used PAYSYNC_REFRESH_TOKEN before, point PAYSYNC_LEDGER (or PAYSYNC_TOKEN_FILE) at it")
-			d.cl, d.noConn = nil, "the connection is revoked (see payroll token)"
-			return
-		}
-		msg, revoked := doctorTokenError(err)
-		if revoked {
-			d.r.fail(name, "connection revoked: the refresh token was refused ("+msg+")", doctorRevokedFix)
-			d.cl, d.noConn = nil, "the connection is revoked (see payroll token)"
-			return
-		}
-		d.r.fail(name, "refresh failed: "+msg,
-			"check PAYSYNC_AUTH_URL, PAYSYNC_AUTH_REALM, PAYSYNC_CLIENT_ID, PAYSYNC_CLIENT_SECRET and that the auth server is reachable")
-		d.cl, d.noConn = nil, "no access token (see payroll token)"
-		return
-	}
-	// An access token taken from the store proves little: one call shows
-	// the server accepts it (and refreshes when it does not).
-	cur, err := d.cl.CurrentCompany(ctx)
-	if errors.Is(err, payroll.ErrRevoked) {
-		d.r.fail(name, "connection revoked: "+err.Error(), doctorRevokedFix)
-		d.cl, d.noConn = nil, "the connection is revoked (see payroll token)"
-		return
-	}
-	d.current = cur
-	after, aerr := store.Load(ctx)
-	if aerr == nil {
-		d.r.secrets = append(d.r.secrets, after.RefreshToken, after.AccessToken)
-	}
-	parts := []string{"refresh token from " + source}
-	refreshed := d.cl.Tokens().Refreshes() > 0
-	newFP := ""
-	if aerr == nil {
-		newFP = payroll.Fingerprint(after.RefreshToken)
-	}
-	switch {
-	case !refreshed:
-		parts = append(parts, fmt.Sprintf("stored access token still valid, no refresh needed (refresh token fingerprint %s)", stored))
-	default:
-		spent := stored
-		if spent == "" || (configured != "" && before.Seed != configured) {
-			spent = configured // the configured token was the one used
-		}
-		if newFP != spent {
-			parts = append(parts, fmt.Sprintf("refreshed and rotated: fingerprint %s → %s, saved in %s", spent, newFP, d.tokenPlace()))
-		} else {
-			parts = append(parts, fmt.Sprintf("refreshed, not rotated (fingerprint %s, kept in %s)", newFP, d.tokenPlace()))
-		}
-	}
-	if exp, ok := d.cl.Tokens().Current(); ok {
-		parts = append(parts, fmt.Sprintf("access token valid until %s (%s)", exp.UTC().Format(time.RFC3339), time.Until(exp).Round(time.Second)))
-	}
-	if configured != "" && stored != "" && before.Seed != configured {
-		parts = append(parts, "PAYSYNC_REFRESH_TOKEN differs from the one the stored token descends from: it replaced it (a re-connect)")
-	}
-	d.r.ok(name, strings.Join(parts, "; "))
+	d.current = c.Current
 }
 
-// checkClient checks the client id and secret. A refresh proves them; when
-// the stored access token made one unnecessary (a wrong secret would go
-// unnoticed until the next refresh), the token endpoint is asked with a
-// refresh token that cannot be valid: it authenticates the client first,
-// then refuses the token (invalid_grant), or refuses the client
-// (invalid_client). The connection's rotating refresh token is neither
-// spent nor sent.
+// doctorTokenHint says what to do about the token probe's failure err.
+func doctorTokenHint(err error) string {
+	var initial *payroll.InitialTokenError
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &initial) && initial.Err == nil: // not sent: another store holds its successor
+		return "point PAYSYNC_LEDGER (or PAYSYNC_TOKEN_FILE) at the store named here, or re-connect the payroll account and set PAYSYNC_REFRESH_TOKEN to the new refresh token"
+	case errors.As(err, &initial):
+		return doctorRevokedFix + "; or, if another ledger or token file used PAYSYNC_REFRESH_TOKEN before, point PAYSYNC_LEDGER (or PAYSYNC_TOKEN_FILE) at it"
+	case errors.Is(err, payroll.ErrRevoked):
+		return doctorRevokedFix
+	case errors.Is(err, payroll.ErrRefresh):
+		return doctorRefreshFix
+	case errors.Is(err, payroll.ErrTokenStore):
+		return "check the token store (PAYSYNC_TOKEN_FILE or the ledger): it must be readable by this user"
+	case errors.Is(err, payroll.ErrNoRefreshToken):
+		return "connect paysync to the payroll account and set PAYSYNC_REFRESH_TOKEN to the refresh token it gives"
+	}
+	return doctorRefreshFix
+}
+
+const doctorRefreshFix = "check PAYSYNC_AUTH_URL, PAYSYNC_AUTH_REALM, PAYSYNC_CLIENT_ID, PAYSYNC_CLIENT_SECRET and that the auth server is reachable"
+
+// doctorNoToken is why the checks after a failed token probe have no
+// payroll connection.
+func doctorNoToken(err error) string {
+	var initial *payroll.InitialTokenError
+	switch {
+	case errors.As(err, &initial) && initial.Err == nil:
+		return "no refresh token of this store's own (see payroll token)"
+	case errors.Is(err, payroll.ErrRevoked):
+		return "the connection is revoked (see payroll token)"
+	case errors.Is(err, payroll.ErrRefresh): // whatever it wraps
+		return "no access token (see payroll token)"
+	case errors.Is(err, payroll.ErrTokenStore):
+		return "the token store cannot be read (see payroll token)"
+	case errors.Is(err, payroll.ErrNoRefreshToken):
+		return "no refresh token (see payroll token)"
+	}
+	return "no access token (see payroll token)"
+}
+
+// checkClient checks the client id and secret, also when the connection's
+// refresh token cannot be used (payroll.TokenSource.ProbeClient).
 func (d *doctor) checkClient(ctx context.Context) {
 	const name = "payroll client"
-	id := d.cfg.ClientID
-	if d.tokens != nil && d.tokens.Refreshes() > 0 {
-		d.r.ok(name, fmt.Sprintf("client id %s and its secret accepted: the token endpoint granted a refresh with them (see payroll token)", id))
-		return
-	}
-	if d.client == nil {
+	ts := cmp.Or(d.tokens, d.client)
+	if ts == nil {
 		why := d.payrollBlock
 		if why == "" {
 			why = "the payroll settings are invalid (see configuration)"
@@ -643,49 +597,20 @@ func (d *doctor) checkClient(ctx context.Context) {
 		d.r.skip(name, why)
 		return
 	}
-	err := d.client.CheckClient(ctx)
-	var ce *payroll.ClientCheckError
+	c := ts.ProbeClient(ctx)
+	if c.OK() && ts.Refreshes() > 0 {
+		c.Detail += " (see payroll token)"
+	}
+	hint := ""
 	switch {
-	case err == nil:
-		d.r.ok(name, fmt.Sprintf("client id %s and its secret accepted by the token endpoint (asked with a refresh token that cannot be valid: "+
-			"it accepted the client, then refused that token; the connection's refresh token was not sent)", id))
-	case errors.Is(err, payroll.ErrClientRejected):
-		detail := fmt.Sprintf("the token endpoint refused client id %s with the configured secret (%v)", id, err)
-		if d.tokens != nil {
-			if exp, ok := d.tokens.Current(); ok && time.Now().Before(exp) {
-				detail += fmt.Sprintf("; the stored access token still works until %s, then every refresh will fail", exp.UTC().Format(time.RFC3339))
-			}
-		}
-		d.r.fail(name, detail, "set PAYSYNC_CLIENT_ID and PAYSYNC_CLIENT_SECRET to the OAuth2 client id and secret of the paysync integration")
-	case errors.As(err, &ce) && ce.Status < 500:
-		d.r.warn(name, fmt.Sprintf("could not check client id %s and its secret without spending the refresh token: the token endpoint answered a refresh token that cannot be valid with %v, "+
-			"neither invalid_grant (client accepted) nor invalid_client (refused)", id, err),
-			"the next refresh shows whether they are right ('paysync auth status' once the access token has expired)")
-	default:
-		d.r.fail(name, fmt.Sprintf("could not check client id %s and its secret: %v", id, err),
-			"check PAYSYNC_AUTH_URL and PAYSYNC_AUTH_REALM, and that the token endpoint is reachable from here: the next refresh needs it")
+	case errors.Is(c.Err, payroll.ErrClientRejected):
+		hint = "set PAYSYNC_CLIENT_ID and PAYSYNC_CLIENT_SECRET to the OAuth2 client id and secret of the paysync integration"
+	case c.Level == paysync.CheckWarn:
+		hint = "the next refresh shows whether they are right ('paysync auth status' once the access token has expired)"
+	case c.Level == paysync.CheckFail:
+		hint = "check PAYSYNC_AUTH_URL and PAYSYNC_AUTH_REALM, and that the token endpoint is reachable from here: the next refresh needs it"
 	}
-}
-
-// doctorTokenError describes a failed refresh without the server's raw answer,
-// and says whether the refresh token was refused (the connection revoked).
-func doctorTokenError(err error) (string, bool) {
-	var re *oauth2.RetrieveError
-	if errors.As(err, &re) {
-		status := 0
-		if re.Response != nil {
-			status = re.Response.StatusCode
-		}
-		what := strings.TrimSpace(re.ErrorCode + " " + re.ErrorDescription)
-		if what == "" {
-			what = fmt.Sprintf("HTTP %d", status)
-		}
-		return "token endpoint: " + what, re.ErrorCode == "invalid_grant"
-	}
-	if errors.Is(err, payroll.ErrRevoked) {
-		return err.Error(), true
-	}
-	return err.Error(), false
+	d.show(name, c, hint)
 }
 
 func (d *doctor) checkSchema(ctx context.Context) {
@@ -695,39 +620,21 @@ func (d *doctor) checkSchema(ctx context.Context) {
 		return
 	}
 	cfg := d.cfg
-	s, err := d.cl.Schema(ctx)
-	if err != nil {
-		d.r.fail(name, "schema probe failed: "+err.Error(),
-			"if the server disables introspection, set PAYSYNC_SCHEMA_PROBE=false and PAYSYNC_WIRE_NUMBERS=float or int")
-		return
-	}
-	detail := fmt.Sprintf("%s; input type %s; id arguments %s, %s", s.Describe(), s.InputTypeName, s.CreateCompanyID, s.PayPartIDsType)
-	if cfg.InputType != "" || cfg.IDType != "" {
-		detail += " (with PAYSYNC_INPUT_TYPE / PAYSYNC_ID_TYPE overrides)"
-	}
-	if !cfg.SchemaProbe {
-		d.r.warn(name, detail, "PAYSYNC_SCHEMA_PROBE=false: these are the spec's defaults with PAYSYNC_WIRE_NUMBERS="+cfg.WireNumbers+", not verified against the server")
-		return
-	}
+	o := payroll.SchemaProbe{OverridesName: "PAYSYNC_INPUT_TYPE / PAYSYNC_ID_TYPE", WantName: "PAYSYNC_WIRE_NUMBERS=" + cfg.WireNumbers}
 	if cfg.WireNumbers != "auto" {
-		want, _ := payroll.ParseNumberKind(cfg.WireNumbers)
-		var differ []string
-		for _, f := range paysync.Fields {
-			for _, m := range []map[paysync.Field]payroll.Encoding{s.In, s.Out} {
-				if e, ok := m[f]; ok && e.Kind != want {
-					differ = append(differ, fmt.Sprintf("%s is %s", f, e.Kind))
-					break
-				}
-			}
-		}
-		if len(differ) > 0 {
-			d.r.fail(name, fmt.Sprintf("PAYSYNC_WIRE_NUMBERS=%s disagrees with the server: %s (%s)", cfg.WireNumbers, strings.Join(differ, ", "), detail),
-				"unset PAYSYNC_WIRE_NUMBERS (auto: take the probe's types), or set it to what the server says")
-			return
-		}
-		detail += "; PAYSYNC_WIRE_NUMBERS=" + cfg.WireNumbers + " agrees"
+		o.Want, _ = payroll.ParseNumberKind(cfg.WireNumbers)
 	}
-	d.r.ok(name, detail)
+	c := d.cl.ProbeSchema(ctx, o)
+	hint := ""
+	switch {
+	case errors.Is(c.Err, payroll.ErrSchemaProbe):
+		hint = "if the server disables introspection, set PAYSYNC_SCHEMA_PROBE=false and PAYSYNC_WIRE_NUMBERS=float or int"
+	case errors.Is(c.Err, payroll.ErrSchemaUnverified):
+		hint = "PAYSYNC_SCHEMA_PROBE=false: these are the spec's defaults with PAYSYNC_WIRE_NUMBERS=" + cfg.WireNumbers + ", not verified against the server"
+	case errors.Is(c.Err, payroll.ErrWireMismatch):
+		hint = "unset PAYSYNC_WIRE_NUMBERS (auto: take the probe's types), or set it to what the server says"
+	}
+	d.show(name, c, hint)
 }
 
 // companies returns the names of the visible companies by id, and a
@@ -738,12 +645,19 @@ func (d *doctor) companies(ctx context.Context) (map[string]string, []string, er
 		return nil, nil, err
 	}
 	names := map[string]string{}
-	var list []string
 	for _, c := range cs {
 		names[c.ID] = c.Name
+	}
+	return names, doctorCompanyList(cs), nil
+}
+
+// doctorCompanyList is "ID (Name)" of each company, for messages.
+func doctorCompanyList(cs []paysync.Company) []string {
+	var list []string
+	for _, c := range cs {
 		list = append(list, fmt.Sprintf("%s (%s)", c.ID, c.Name))
 	}
-	return names, list, nil
+	return list
 }
 
 func (d *doctor) checkCompany(ctx context.Context) {
@@ -752,37 +666,23 @@ func (d *doctor) checkCompany(ctx context.Context) {
 		d.r.skip(name, "no payroll connection: "+d.noConn)
 		return
 	}
-	id, how := d.cfg.CompanyID, "PAYSYNC_COMPANY_ID"
-	if id == "" {
-		id, how = d.current, "the account's current company"
-		if id == "" {
-			cur, err := d.cl.CurrentCompany(ctx)
-			if err != nil {
-				d.r.fail(name, "find the current company: "+err.Error(), "set PAYSYNC_COMPANY_ID, or choose a current company in the payroll system")
-				return
-			}
-			id, d.current = cur, cur
+	c := d.cl.ProbeCompany(ctx, payroll.CompanyProbe{ID: d.cfg.CompanyID, IDName: "PAYSYNC_COMPANY_ID", Current: d.current})
+	d.current = c.Current
+	hint := ""
+	switch {
+	case errors.Is(c.Err, payroll.ErrNoCurrentCompany):
+		hint = "set PAYSYNC_COMPANY_ID, or choose a current company in the payroll system"
+	case errors.Is(c.Err, payroll.ErrCompanyNotFound):
+		hint = "set PAYSYNC_COMPANY_ID to a company the account can see"
+		if len(c.Visible) > 0 {
+			hint += ": " + strings.Join(doctorCompanyList(c.Visible), ", ")
 		}
+	case errors.Is(c.Err, payroll.ErrNoEmployees):
+		hint = "set PAYSYNC_COMPANY_ID to the company that pays these people, or add the employees in the payroll system"
+	case c.Err != nil:
+		hint = "check the payroll connection and PAYSYNC_COMPANY_ID"
 	}
-	co, err := d.cl.Company(ctx, id)
-	if errors.Is(err, payroll.ErrCompanyNotFound) {
-		fix := "set PAYSYNC_COMPANY_ID to a company the account can see"
-		if _, list, lerr := d.companies(ctx); lerr == nil && len(list) > 0 {
-			fix += ": " + strings.Join(list, ", ")
-		}
-		d.r.fail(name, fmt.Sprintf("company %s (%s) is not visible to this payroll account", id, how), fix)
-		return
-	}
-	if err != nil {
-		d.r.fail(name, fmt.Sprintf("company %s: %v", id, err), "check the payroll connection and PAYSYNC_COMPANY_ID")
-		return
-	}
-	if len(co.Employees) == 0 {
-		d.r.fail(name, fmt.Sprintf("%s (%s, %s) has no employees: nothing can be paid", co.Name, co.ID, how),
-			"set PAYSYNC_COMPANY_ID to the company that pays these people, or add the employees in the payroll system")
-		return
-	}
-	d.r.ok(name, fmt.Sprintf("%s (%s, %s): %d employees", co.Name, co.ID, how, len(co.Employees)))
+	d.show(name, c.Check, hint)
 }
 
 // ---- rules ----

@@ -180,7 +180,7 @@ func runImport(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 }
 
 // planImport runs each file through the import exactly as `paysync
-// import` would (worker.Importer.PreviewFrom): against the ledger as it
+// import` would (worker.Importer.PreviewAll): against the ledger as it
 // is, each file its own import, staged in the ledger's TEMP tables and
 // then dropped. Nothing is committed or sent. What stays in memory is the
 // report: the pay parts with their entry references. Meta and employees
@@ -198,23 +198,20 @@ func planImport(ctx context.Context, s *session, rules *mapping.Rules, company s
 	im := &worker.Importer{L: s.led, Mapper: mapping.NewMapper(rules, cache, schema, company), Rules: rules, Wire: schema,
 		Read: opts, BatchSize: s.cfg.BatchSize}
 	rep := importReport{Summary: importSummary{Skipped: map[string]int{}}}
-	add := func(pp paysync.PlannedPayPart) error {
+	results, err := im.PreviewAll(ctx, inputsOf(files, stdin), func(pp paysync.PlannedPayPart) error {
 		rep.PayParts = append(rep.PayParts, pp)
 		return nil
-	}
-	preview := func(ctx context.Context, kind paysync.SourceKind, name string, r io.Reader) (worker.Report, error) {
-		return im.PreviewFrom(ctx, kind, name, r, add)
+	})
+	if err != nil {
+		return importReport{}, err
 	}
 	omitted := 0
-	for _, name := range files {
+	for i, res := range results {
 		rep.Summary.Files++
-		r, unreadable, err := importInput(ctx, preview, name, stdin)
-		if unreadable != "" {
-			rep.Problems = append(rep.Problems, toProblemJSON(&mapping.Problem{Source: name, Msg: unreadable, Hint: "check the path"})...)
+		r := res.Report
+		if res.Unreadable != nil {
+			rep.Problems = append(rep.Problems, unreadableProblem(files[i], res.Unreadable)...)
 			continue
-		}
-		if err != nil {
-			return importReport{}, err
 		}
 		if r.Duplicate {
 			rep.ImportedBefore = append(rep.ImportedBefore, importedBefore{Source: r.Source, ImportID: r.ImportID, At: r.ImportedAt})

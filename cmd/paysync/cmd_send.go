@@ -93,7 +93,8 @@ type sendSummary struct {
 	APICalls        int64 `json:"api_calls"`
 }
 
-// sendImport imports files for real: intent first, then delivery.
+// sendImport imports files for real: intent first, then delivery
+// (worker.Importer.ImportAll).
 func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []string, opts mapping.ReadOptions, asJSON bool, io stdio) error {
 	// The start-up reads wait out a short payroll outage (429, 5xx, token
 	// endpoint), up to PAYSYNC_STARTUP_TIMEOUT in all; whatever an earlier
@@ -114,59 +115,22 @@ func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []s
 		return err
 	}
 	im := &worker.Importer{L: s.led, D: d, Mapper: mapper, Rules: rules, Wire: schema, Read: opts, BatchSize: s.cfg.BatchSize}
-	var sum sendSummary
-	var runErr error
-	for _, name := range files {
-		rep, unreadable, err := importInput(ctx, im.PlanFrom, name, io.in)
-		if unreadable != "" {
-			sum.Problems = append(sum.Problems, toProblemJSON(&mapping.Problem{Source: name, Msg: unreadable, Hint: "check the path"})...)
+	res, runErr := im.ImportAll(ctx, s.led, inputsOf(files, io.in), prog.add)
+	prog.done()
+	sum := sendSummary{Batches: res.Batches, Unfinished: res.Unfinished, Problems: []problemJSON{}}
+	for i, r := range res.Inputs {
+		if r.Unreadable != nil {
+			sum.Problems = append(sum.Problems, unreadableProblem(files[i], r.Unreadable)...)
 			continue
 		}
-		if err != nil {
-			runErr = err
-			break
-		}
-		sum.ProblemsOmitted += rep.ProblemsOmitted
-		for _, p := range rep.ProblemList() {
+		sum.ProblemsOmitted += r.Report.ProblemsOmitted
+		for _, p := range r.Report.ProblemList() {
 			sum.Problems = append(sum.Problems, toProblemJSON(p)...)
 		}
-		if rep.ImportID != 0 {
-			n, err := d.DeliverOpen(ctx, rep.ImportID, prog.add)
-			if rep.Duplicate {
-				rep.Resumed = n
-			}
-			if err != nil {
-				runErr = err
-			}
-			batches, err := s.led.BatchesOfSource(ctx, rep.ImportID)
-			if err == nil {
-				rep.Batches = rep.Batches[:0]
-				for _, b := range batches {
-					if b.State == paysync.BatchSplit {
-						continue
-					}
-					rep.Batches = append(rep.Batches, b.ID)
-					sum.Batches++
-					// Only what still owes work: a batch reverted (or
-					// replayed after a revert) is finished.
-					switch b.State {
-					case paysync.BatchPending, paysync.BatchSending, paysync.BatchFailed:
-						sum.Unfinished++
-					}
-				}
-			}
-		}
-		sum.Imports = append(sum.Imports, rep)
-		if runErr != nil {
-			break
-		}
+		sum.Imports = append(sum.Imports, r.Report)
 	}
-	prog.done()
 	sum.Created, sum.Reconciled, sum.Rejected = d.Stats.Created, d.Stats.Reconciled, d.Stats.Rejected
 	sum.APICalls = s.cl.Calls()
-	if sum.Problems == nil {
-		sum.Problems = []problemJSON{}
-	}
 	if asJSON {
 		if err := writeJSON(io.out, sum); err != nil {
 			return err
@@ -185,31 +149,34 @@ func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []s
 	return nil
 }
 
-// importInput plans one file (or standard input, "-") as it is read. An
-// input that cannot be read (nothing of it committed) is a problem: what
-// is wrong.
-// plan is Importer.PlanFrom, or PreviewFrom for a dry run.
-type planFunc func(ctx context.Context, kind paysync.SourceKind, name string, r io.Reader) (worker.Report, error)
-
-func importInput(ctx context.Context, plan planFunc, name string, stdin io.Reader) (rep worker.Report, unreadable string, err error) {
-	if name == "-" {
-		rep, err = plan(ctx, paysync.SourceStdin, "stdin", &cappedReader{r: stdin, n: maxStdinBytes})
-	} else {
-		f, oerr := os.Open(name)
-		if oerr != nil {
-			return rep, fmt.Sprintf("cannot open: %v", unwrapPath(oerr)), nil
+// inputsOf are the files to import, "-" standard input (at most
+// maxStdinBytes of it).
+func inputsOf(files []string, stdin io.Reader) []worker.Input {
+	inputs := make([]worker.Input, len(files))
+	for i, name := range files {
+		if name == "-" {
+			inputs[i] = worker.Input{Kind: paysync.SourceStdin, Name: "stdin", Open: func() (io.ReadCloser, error) {
+				return io.NopCloser(&cappedReader{r: stdin, n: maxStdinBytes}), nil
+			}}
+			continue
 		}
-		defer f.Close()
-		rep, err = plan(ctx, paysync.SourceFile, name, f)
+		inputs[i] = worker.Input{Kind: paysync.SourceFile, Name: name, Open: func() (io.ReadCloser, error) { return os.Open(name) }}
 	}
+	return inputs
+}
+
+// unreadableProblem is an input that could not be opened or read (nothing
+// of it committed), named as on the command line: what is wrong.
+func unreadableProblem(name string, err error) []problemJSON {
+	msg := fmt.Sprintf("cannot open: %v", unwrapPath(err))
 	var ie *worker.InputError
 	switch {
 	case errors.Is(err, errStdinTooLarge):
-		return rep, errStdinTooLarge.Error(), nil
+		msg = errStdinTooLarge.Error()
 	case errors.As(err, &ie):
-		return rep, fmt.Sprintf("read: %v", ie.Err), nil
+		msg = fmt.Sprintf("read: %v", ie.Err)
 	}
-	return rep, "", err
+	return toProblemJSON(&mapping.Problem{Source: name, Msg: msg, Hint: "check the path"})
 }
 
 // cappedReader reads at most n bytes of r, then fails with errStdinTooLarge.
