@@ -14,6 +14,11 @@ import (
 type Entry struct {
 	ID string `json:"id"` // unique per source: the dedupe key
 
+	// Deleted makes the entry a tombstone, {"id": "...", "deleted": true}:
+	// the entry with this ID is removed. It needs no other field. Only
+	// JSON input (files, NDJSON, messages) has tombstones.
+	Deleted bool `json:"deleted,omitempty"`
+
 	// Where it came from, for error messages and audit.
 	Source string `json:"-"` // file name or message subject
 	Line   int    `json:"-"` // line (CSV, NDJSON) or record number (JSON arrays), 1-based
@@ -26,7 +31,7 @@ type Entry struct {
 	Email          string `json:"email,omitempty"`
 	Name           string `json:"name,omitempty"`
 
-	Date  string `json:"date"` // YYYY-MM-DD
+	Date  string `json:"date,omitempty"` // YYYY-MM-DD; empty only in a tombstone
 	Hours Hours  `json:"hours,omitzero"`
 	Numbers
 

@@ -244,10 +244,11 @@ func (l *Ledger) CommitImports(ctx context.Context, ins []ImportIntent) (out []C
 
 // allAccumulate reports whether every intent joins open batches: only
 // then are its rows held for bulk (an intent with batches of its own
-// inserts them at once, and they refer to its source).
+// inserts them at once, and they refer to its source; a correction refers
+// to its entry's row, which may be one of the group's).
 func allAccumulate(ins []ImportIntent) bool {
 	for _, in := range ins {
-		if !in.Accumulate {
+		if !in.Accumulate || len(in.Corrections) > 0 {
 			return false
 		}
 	}

@@ -16,16 +16,20 @@ import (
 
 // Batch is one create_pay_parts call's worth of pay parts for a company.
 type Batch struct {
-	ID        int64              `json:"id"`
-	CompanyID string             `json:"company_id"`
-	SourceID  int64              `json:"import_id"`
-	ParentID  int64              `json:"split_from,omitempty"`
-	ReplayOf  int64              `json:"replay_of,omitempty"`
-	State     paysync.BatchState `json:"state"`
-	Attempts  int                `json:"attempts"`
-	LastError string             `json:"last_error,omitempty"`
-	CreatedAt time.Time          `json:"created_at"`
-	UpdatedAt time.Time          `json:"updated_at"`
+	ID        int64  `json:"id"`
+	CompanyID string `json:"company_id"`
+	SourceID  int64  `json:"import_id"`
+	ParentID  int64  `json:"split_from,omitempty"`
+	ReplayOf  int64  `json:"replay_of,omitempty"`
+	// Correction is the correction unit whose pay parts the batch sends
+	// (0: none): it goes out only after the pay parts the unit replaces
+	// are deleted.
+	Correction int64              `json:"correction,omitempty"`
+	State      paysync.BatchState `json:"state"`
+	Attempts   int                `json:"attempts"`
+	LastError  string             `json:"last_error,omitempty"`
+	CreatedAt  time.Time          `json:"created_at"`
+	UpdatedAt  time.Time          `json:"updated_at"`
 	// Item counts by state.
 	Items    int `json:"items"`
 	Pending  int `json:"pending"`
@@ -52,7 +56,7 @@ type Item struct {
 	DeleteAttempt int64 `json:"delete_attempt,omitempty"`
 }
 
-const batchCols = `b.id, b.company_id, coalesce(b.source_id, 0), coalesce(b.parent_id, 0), coalesce(b.replay_of, 0), b.state, b.attempts, b.last_error, b.created_at, b.updated_at,
+const batchCols = `b.id, b.company_id, coalesce(b.source_id, 0), coalesce(b.parent_id, 0), coalesce(b.replay_of, 0), coalesce(b.correction_id, 0), b.state, b.attempts, b.last_error, b.created_at, b.updated_at,
 	(SELECT count(*) FROM pay_parts p WHERE p.batch_id = b.id),
 	(SELECT count(*) FROM pay_parts p WHERE p.batch_id = b.id AND p.state = 'pending'),
 	(SELECT count(*) FROM pay_parts p WHERE p.batch_id = b.id AND p.state = 'created'),
@@ -63,7 +67,7 @@ const batchCols = `b.id, b.company_id, coalesce(b.source_id, 0), coalesce(b.pare
 func scanBatch(sc interface{ Scan(...any) error }) (Batch, error) {
 	var b Batch
 	var c, u string
-	err := sc.Scan(&b.ID, &b.CompanyID, &b.SourceID, &b.ParentID, &b.ReplayOf, &b.State, &b.Attempts, &b.LastError, &c, &u,
+	err := sc.Scan(&b.ID, &b.CompanyID, &b.SourceID, &b.ParentID, &b.ReplayOf, &b.Correction, &b.State, &b.Attempts, &b.LastError, &c, &u,
 		&b.Items, &b.Pending, &b.Created, &b.Rejected, &b.Deleted, &b.Gone)
 	b.CreatedAt, b.UpdatedAt = parseTS(c), parseTS(u)
 	return b, err
@@ -136,6 +140,10 @@ func (l *Ledger) Items(ctx context.Context, batchID int64) ([]Item, error) {
 	return out, rows.Err()
 }
 
+// ErrBatchChanged: a batch's pending pay parts are not the ones the
+// sender read (a correction took one out); read it again.
+var ErrBatchChanged = errors.New("the batch changed since it was read")
+
 // BeginAttempt records that a call is about to be made. For a create the
 // batch becomes sending: if the process dies now, the next start knows the
 // outcome is unknown and reconciles before sending again.
@@ -150,6 +158,17 @@ func (l *Ledger) BeginAttempt(ctx context.Context, batchID int64, op paysync.Att
 }
 
 func beginAttempt(ctx context.Context, tx *sql.Tx, batchID int64, op paysync.AttemptOp, items int, now string) (int64, error) {
+	if op == paysync.AttemptCreate {
+		// The sender read the items before: a correction may have taken
+		// one out of the batch since (never to be sent).
+		var pending int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pay_parts WHERE batch_id = ? AND state = 'pending'`, batchID).Scan(&pending); err != nil {
+			return 0, err
+		}
+		if pending != items {
+			return 0, fmt.Errorf("batch %d has %d pending pay parts, not %d: %w", batchID, pending, items, ErrBatchChanged)
+		}
+	}
 	res, err := tx.ExecContext(ctx, `INSERT INTO attempts (batch_id, op, items, started_at) VALUES (?, ?, ?, ?)`, batchID, op, items, now)
 	if err != nil {
 		return 0, err
@@ -182,6 +201,9 @@ func (l *Ledger) RecordCreatedThenBegin(ctx context.Context, batchID, attemptID 
 			return fmt.Errorf("batch %d is %s, not pending: %w", nextBatch, state, errRecordOneByOne)
 		}
 		next, err = beginAttempt(ctx, tx, nextBatch, paysync.AttemptCreate, nextItems, l.ts())
+		if errors.Is(err, ErrBatchChanged) {
+			return errRecordOneByOne
+		}
 		return err
 	})
 	if errors.Is(err, errRecordOneByOne) {

@@ -74,6 +74,10 @@ type StagedImport struct {
 	parts   []stagedPart
 	dropped []int
 	rejects []stagedReject
+	// corrections: new versions of entries paid before (their staged
+	// rows); nCorrections counts them all.
+	corrections  []stagedEntry
+	nCorrections int
 
 	nEntries, nRejects, nParts, nDropped int
 }
@@ -115,6 +119,7 @@ func (l *Ledger) BeginImport(ctx context.Context, in StreamImport) (*StagedImpor
 		`CREATE TEMP TABLE %srejects (phase INTEGER NOT NULL, seq INTEGER NOT NULL, entry_id TEXT NOT NULL, line INTEGER NOT NULL,
 			field TEXT NOT NULL, message TEXT NOT NULL, hint TEXT NOT NULL, PRIMARY KEY (phase, seq))`,
 		`CREATE TEMP TABLE %schunks (seq INTEGER PRIMARY KEY, data BLOB NOT NULL)`,
+		`CREATE TEMP TABLE %scorrections (seq INTEGER PRIMARY KEY, entry_id TEXT NOT NULL, line INTEGER NOT NULL, content_hash TEXT NOT NULL, data BLOB NOT NULL)`,
 		`CREATE TEMP TABLE %spay_parts (idx INTEGER PRIMARY KEY, pay_part INTEGER NOT NULL)`,
 	} {
 		if _, err := l.db.ExecContext(ctx, s.q(q)); err != nil {
@@ -131,7 +136,7 @@ func (s *StagedImport) q(q string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(q, "%[bare]", strings.TrimPrefix(s.t, "temp.")), "%s", s.t)
 }
 
-var stagedTables = []string{"seen", "entries", "links", "parts", "dropped", "rejects", "chunks", "pay_parts"}
+var stagedTables = []string{"seen", "entries", "links", "parts", "dropped", "rejects", "chunks", "corrections", "pay_parts"}
 
 // drop removes the staging.
 func (s *StagedImport) drop() {
@@ -195,6 +200,16 @@ func (s *StagedImport) AddEntry(e NewEntry, data []byte) (int64, error) {
 	return seq, nil
 }
 
+// AddCorrection stages a new version of an entry paid before: committed
+// with the import as a pending correction (the corrector applies it).
+func (s *StagedImport) AddCorrection(e NewEntry, data []byte) {
+	if data == nil {
+		data, _ = json.Marshal(e.Entry)
+	}
+	s.nCorrections++
+	s.corrections = append(s.corrections, stagedEntry{seq: int64(s.nCorrections), e: e, js: data})
+}
+
 // Link records that entry (a number from AddEntry) goes into the pay part
 // with index part (AddPayPart, or DropPayPart).
 func (s *StagedImport) Link(entry int64, part int) {
@@ -228,7 +243,7 @@ func (s *StagedImport) AddReject(phase int, r NewReject) {
 // Flush writes what was staged since the last Flush to the staging tables,
 // in one short transaction.
 func (s *StagedImport) Flush() error {
-	if len(s.seen)+len(s.entries)+len(s.links)+len(s.parts)+len(s.dropped)+len(s.rejects) == 0 {
+	if len(s.seen)+len(s.entries)+len(s.links)+len(s.parts)+len(s.dropped)+len(s.rejects)+len(s.corrections) == 0 {
 		return nil
 	}
 	err := s.l.tx(s.ctx, "stage import", func(tx *sql.Tx) error {
@@ -241,6 +256,10 @@ func (s *StagedImport) Flush() error {
 			{len(s.entries), `INSERT INTO %sentries (seq, entry_id, line, content_hash, data, status, note) VALUES (?, ?, ?, ?, ?, ?, ?)`, func(i int) []any {
 				e := s.entries[i]
 				return []any{e.seq, e.e.Entry.ID, e.e.Entry.Line, e.e.Hash, e.js, e.e.Status, e.e.Note}
+			}},
+			{len(s.corrections), `INSERT INTO %scorrections (seq, entry_id, line, content_hash, data) VALUES (?, ?, ?, ?, ?)`, func(i int) []any {
+				e := s.corrections[i]
+				return []any{e.seq, e.e.Entry.ID, e.e.Entry.Line, e.e.Hash, e.js}
 			}},
 			{len(s.links), `INSERT OR IGNORE INTO %slinks (entry, part) VALUES (?, ?)`, func(i int) []any { return []any{s.links[i][0], s.links[i][1]} }},
 			{len(s.parts), `INSERT INTO %sparts (idx, company_id, employee_id, employee_name, code, units, rate, amount, description, rule) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, func(i int) []any {
@@ -271,6 +290,8 @@ func (s *StagedImport) Flush() error {
 		return nil
 	})
 	clear(s.entries) // the entries' data
+	clear(s.corrections)
+	s.corrections = s.corrections[:0]
 	s.seen, s.entries, s.links, s.parts, s.dropped, s.rejects = s.seen[:0], s.entries[:0], s.links[:0], s.parts[:0], s.dropped[:0], s.rejects[:0]
 	return err
 }
@@ -451,6 +472,16 @@ func (c *importCommit) run(format, hash string, size int64, first []byte, duplic
 			return fmt.Errorf("%d of %d entries stored: %w", n, s.nEntries, err)
 		}
 		return fmt.Errorf("entry %s was already paid through an earlier import", id)
+	}
+	if s.nCorrections > 0 {
+		res, err := c.exec(`INSERT INTO entry_corrections (entry, source_id, line, content_hash, data, state, created_at)
+			SELECT e.id, ?, k.line, k.content_hash, k.data, 'pending', ? FROM %scorrections k JOIN entries e ON e.entry_id = k.entry_id ORDER BY k.seq`, c.source, c.now)
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n != int64(s.nCorrections) {
+			return fmt.Errorf("%d of %d corrections refer to a stored entry", n, s.nCorrections)
+		}
 	}
 	if err := c.payParts(); err != nil {
 		return err

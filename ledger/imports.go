@@ -49,14 +49,17 @@ type NewReject struct {
 
 // ImportIntent is everything one import commits before anything is sent.
 type ImportIntent struct {
-	Source     *NewSource // nil for a replay
-	SourceID   int64      // the source of a replay
-	ReplayOf   int64      // the batch a replay replaces (0: none)
-	Entries    []NewEntry
-	Duplicates int
-	Rejects    []NewReject
-	PayParts   []paysync.PlannedPayPart // their Entries name entry ids, new or already in the ledger
-	BatchSize  int
+	Source   *NewSource // nil for a replay
+	SourceID int64      // the source of a replay
+	ReplayOf int64      // the batch a replay replaces (0: none)
+	Entries  []NewEntry
+	// Corrections are new versions of entries paid before (by Entry.ID),
+	// recorded as pending corrections for the corrector to apply.
+	Corrections []NewEntry
+	Duplicates  int
+	Rejects     []NewReject
+	PayParts    []paysync.PlannedPayPart // their Entries name entry ids, new or already in the ledger
+	BatchSize   int
 	// Accumulate adds the pay parts to each company's open batch (created
 	// unsealed when there is none with room) instead of new sealed
 	// batches: streaming sources, where one message is one entry.
@@ -91,6 +94,15 @@ func (in *ImportIntent) AddEntry(e NewEntry, data []byte) (int64, error) {
 	}
 	in.Entries = append(in.Entries, e)
 	return int64(len(in.Entries)), nil
+}
+
+// AddCorrection adds a new version of an entry paid before: recorded with
+// the source as a pending correction (the corrector applies it).
+func (in *ImportIntent) AddCorrection(e NewEntry, data []byte) {
+	if data != nil {
+		e.Data = data
+	}
+	in.Corrections = append(in.Corrections, e)
 }
 
 // Link records that entry (a number from AddEntry) goes into the pay part
@@ -184,7 +196,7 @@ func commitIntent(st *stmts, in ImportIntent, now string, acc *accumulator) (Com
 		status := paysync.SourceCommitted
 		if in.Rejected {
 			status = paysync.SourceRejected
-			in.Entries, in.PayParts = nil, nil
+			in.Entries, in.PayParts, in.Corrections = nil, nil, nil
 		}
 		payload, err := packPayload(in.Source.Payload)
 		if err != nil {
@@ -238,6 +250,11 @@ func commitIntent(st *stmts, in ImportIntent, now string, acc *accumulator) (Com
 			return out, err
 		}
 		ids[e.Entry.ID] = id
+	}
+	for _, c := range in.Corrections {
+		if err := addCorrection(st, out.SourceID, c, now); err != nil {
+			return out, err
+		}
 	}
 	for _, r := range in.Rejects {
 		if st.bulk != nil {
@@ -509,7 +526,10 @@ type KnownEntry struct {
 func (l *Ledger) LookupEntries(ctx context.Context, ids []string) (map[string]KnownEntry, error) {
 	out := map[string]KnownEntry{}
 	err := queryIn(ctx, l.rdb, ids, func(in string) string {
-		return `SELECT e.entry_id, e.status, e.content_hash, s.id, s.name, s.received_at FROM entries e JOIN sources s ON s.id = e.source_id
+		// A correction not yet applied is the entry's latest content: the
+		// same corrected input again is a duplicate.
+		return `SELECT e.entry_id, e.status, coalesce((SELECT c.content_hash FROM entry_corrections c WHERE c.entry = e.id AND c.state = 'pending'
+				ORDER BY c.id DESC LIMIT 1), e.content_hash), s.id, s.name, s.received_at FROM entries e JOIN sources s ON s.id = e.source_id
 			WHERE e.entry_id IN (` + in + `)`
 	}, func(rows *sql.Rows) error {
 		var id, at string

@@ -100,8 +100,8 @@ func TestLedger_OpenReopenIsIdempotent(t *testing.T) {
 			}
 		}
 		var tables int
-		if err := l.db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'table'").Scan(&tables); err != nil || tables != 11 {
-			t.Errorf("Open #%d: %d tables, %v; want 11 (source_chunks since migration 5)", i+1, tables, err)
+		if err := l.db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'table'").Scan(&tables); err != nil || tables != 14 {
+			t.Errorf("Open #%d: %d tables, %v; want 14 (source_chunks since migration 5; entry_corrections, corrections, entry_versions since 7)", i+1, tables, err)
 		}
 		if err := l.Close(); err != nil {
 			t.Fatalf("Close #%d: %v", i+1, err)
@@ -446,7 +446,7 @@ func TestLedger_OpenFailsLeavingNothing(t *testing.T) {
 }
 
 // latestVersion is the schema version of the newest migration.
-const latestVersion = 6
+const latestVersion = 7
 
 // TestLedger_OpenSameNewLedgerAtOnce: processes that open the same new
 // ledger at the same moment (a daemon starting while an operator runs

@@ -109,6 +109,10 @@ func fuzzRead(t *testing.T, data []byte, opts ReadOptions) {
 				t.Fatalf("%s: after fatal %v, Next returned %v", format, err, err2)
 			}
 			return
+		case e.Deleted:
+			if format != FormatJSON && format != FormatNDJSON || e.Source != source || e.Line < 1 || e.ID == "" {
+				t.Fatalf("%s: bad tombstone %#v", format, e)
+			}
 		default:
 			checkFuzzEntry(t, format, e.Source, e.Line, e.ID, e.Date, e.EmployeeID+e.EmployeeNumber+e.Email+e.Name,
 				e.Hours.Valid || e.Units.Valid || e.Rate.Valid || e.Amount.Valid, e.Type+e.Code)

@@ -324,8 +324,11 @@ func propertyName(quoted []byte) string {
 	if f := fieldIndexBytes(name); f >= 0 {
 		return fieldNames[f]
 	}
-	if string(name) == "fields" {
+	switch string(name) {
+	case "fields":
 		return "fields"
+	case "deleted":
+		return "deleted"
 	}
 	return string(name)
 }
@@ -455,7 +458,8 @@ var isoLayout, _ = parseDateLayout(isoDate)
 
 // decodeEntry makes an entry of the properties of one JSON object. The
 // first bad property, in document order, is the Problem; then the
-// required ones are checked.
+// required ones are checked: all of them for an entry, only the id for a
+// tombstone ("deleted": true), which names the entry it removes.
 func decodeEntry(pairs []jsonPair, source string, line int, record bool) (paysync.Entry, error) {
 	e, err := entryOf(pairs, source, line, record)
 	if err != nil {
@@ -557,6 +561,16 @@ func entryOf(pairs []jsonPair, source string, line int, record bool) (paysync.En
 				e.Approved = &b
 			}
 		default:
+			if p.key == "deleted" {
+				// Not an entry field in fieldNames: a CSV column named
+				// "deleted" stays a further field.
+				b, ok := jsonBool(p.val)
+				if !ok {
+					return e, prob(p.key, "must be true or false", "write a JSON boolean, without quotes: true makes the object a tombstone")
+				}
+				e.Deleted = b
+				continue
+			}
 			if p.key == "fields" {
 				if p.val[0] != '{' {
 					return e, prob(p.key, "must be an object", `write e.g. "fields": {"km": 12}`)
@@ -577,6 +591,12 @@ func entryOf(pairs []jsonPair, source string, line int, record bool) (paysync.En
 				return e, prob(p.key, err.Error(), "further properties must be a string, number or boolean: flatten it, or leave it out")
 			}
 		}
+	}
+	if e.Deleted {
+		if e.ID == "" {
+			return e, prob("id", "a tombstone without an id", `a tombstone names the entry it removes: {"id": "...", "deleted": true}`)
+		}
+		return e, nil
 	}
 	switch {
 	case e.ID == "":

@@ -1,6 +1,11 @@
 package mapping
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/paysync/paysync"
+)
 
 func TestNewReader_JSON(t *testing.T) {
 	runReadCases(t, []readCase{
@@ -65,4 +70,112 @@ func TestNewReader_JSON(t *testing.T) {
 			"fatal ~csv_basic.csv: line 1: invalid JSON",
 		}},
 	})
+}
+
+// A tombstone, {"id": "...", "deleted": true}, removes an entry: it needs
+// its id and nothing else, wherever JSON entries are read. In CSV a
+// "deleted" column is just a further field.
+func TestNewReader_Tombstones(t *testing.T) {
+	const entry = `{"id":"e-1","employee_id":"E1","date":"2024-03-04","hours":7.5,"type":"normal"}`
+	const entryRead = "@1 id=e-1 employee_id=E1 date=2024-03-04 hours=27000s type=normal"
+	cases := []struct {
+		name, in string
+		format   Format
+		want     []string
+	}{
+		{name: "array", format: FormatJSON,
+			in: `[` + entry + `,{"id":"e-2","deleted":true},{"deleted":true},{"id":"e-4","deleted":true,"company_id":"C1","date":"2024-03-05"}]`,
+			want: []string{
+				entryRead,
+				"@2 id=e-2 deleted",
+				"#3 problem field=id ~a tombstone without an id",
+				"@4 id=e-4 deleted company=C1 date=2024-03-05",
+			}},
+		{name: "wrapper", format: FormatJSON,
+			in:   `{"source":"x","entries":[{"id":"e-1","deleted":true}]}`,
+			want: []string{"@1 id=e-1 deleted"}},
+		{name: "lone object", format: FormatJSON,
+			in:   "{\n  \"id\": \"e-1\",\n  \"deleted\": true\n}\n",
+			want: []string{"@1 id=e-1 deleted"}},
+		{name: "lone object without id", format: FormatJSON,
+			in:   "\n{\"deleted\": true}",
+			want: []string{"@2 problem field=id ~a tombstone without an id"}},
+		{name: "ndjson", format: FormatNDJSON,
+			in: entry + "\n" + `{"id":"e-2","deleted":true}` + "\n" + `{"deleted":true,"hours":1}` + "\n" +
+				`{"id":"","deleted":true}` + "\n" + `{"id":"e-5","deleted":true,"id":"e-6"}` + "\n",
+			want: []string{
+				entryRead,
+				"@2 id=e-2 deleted",
+				"@3 problem field=id ~a tombstone without an id",
+				"@4 problem field=id ~a tombstone without an id",
+				"@5 id=e-6 deleted",
+			}},
+		// A tombstone's other properties are still checked as usual.
+		{name: "tombstone with a bad property", format: FormatNDJSON,
+			in:   `{"id":"e-1","deleted":true,"date":"2024-02-30"}`,
+			want: []string{`@1 problem id=e-1 field=date ~"2024-02-30" is not a date`}},
+		// Entry's own JSON form of a tombstone (as `paysync publish` sends it).
+		{name: "marshaled tombstone", format: FormatNDJSON,
+			in:   `{"id":"e-1","deleted":true,"units":null,"rate":null,"amount":null}`,
+			want: []string{"@1 id=e-1 deleted"}},
+		// "deleted": false or null is an ordinary entry, with all it needs.
+		{name: "deleted false", format: FormatNDJSON,
+			in: `{"id":"e-1","employee_id":"E1","date":"2024-03-04","hours":7.5,"type":"normal","deleted":false}` + "\n" +
+				`{"id":"e-2","deleted":false}` + "\n" + `{"id":"e-3","deleted":null}` + "\n" +
+				`{"id":"e-4","deleted":true,"deleted":false,"employee_id":"E1"}`,
+			want: []string{
+				entryRead,
+				"@2 problem id=e-2 field=date ~no date",
+				"@3 problem id=e-3 field=date ~no date",
+				"@4 problem id=e-4 field=date ~no date",
+			}},
+		{name: "deleted not a boolean", format: FormatNDJSON,
+			in:   `{"id":"e-1","deleted":"true"}` + "\n" + `{"id":"e-2","deleted":1}`,
+			want: []string{"@1 problem id=e-1 field=deleted ~must be true or false", "@2 problem id=e-2 field=deleted ~must be true or false"}},
+		// Under "fields" it is a field like any other.
+		{name: "deleted in fields", format: FormatNDJSON,
+			in:   `{"id":"e-1","employee_id":"E1","date":"2024-03-04","hours":7.5,"type":"normal","fields":{"deleted":true}}`,
+			want: []string{entryRead + " fields={deleted=true}"}},
+		{name: "csv column", format: FormatCSV,
+			in: "id,employee_id,date,hours,type,deleted\n1,E1,2024-03-04,7.5,normal,true\n2,E1,,,,true\n",
+			want: []string{
+				"@2 id=1 employee_id=E1 date=2024-03-04 hours=27000s type=normal fields={deleted=true}",
+				"@3 problem id=2 field=date ~no date",
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, got, err := readAll(t, "t.in", strings.NewReader(tc.in), ReadOptions{Format: tc.format})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkResults(t, got, tc.want)
+		})
+	}
+}
+
+// A tombstone's content hash differs from its entry's, and an ordinary
+// entry's hash does not depend on the field's existence.
+func TestEntryHash_Tombstone(t *testing.T) {
+	e := paysync.Entry{ID: "e-1", EmployeeID: "E1", Date: "2024-03-04", Hours: paysync.HoursFromSeconds(3600), Type: "normal"}
+	h, b, err := paysync.EntryHash(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "deleted") {
+		t.Errorf("an ordinary entry's JSON names deleted: %s", b)
+	}
+	ht, bt, err := paysync.EntryHash(paysync.Entry{ID: "e-1", Deleted: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ht == h {
+		t.Errorf("a tombstone hashes like its entry: %s", bt)
+	}
+	// The tombstone's own JSON reads back as a tombstone.
+	_, got, err := readAll(t, "t.in", strings.NewReader(string(bt)), ReadOptions{Format: FormatJSON})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkResults(t, got, []string{"@1 id=e-1 deleted"})
 }

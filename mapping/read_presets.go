@@ -14,9 +14,26 @@ import (
 
 // The presets read the detailed CSV exports of Toggl Track, Clockify and
 // Harvest as the tools write them (see notes/peers.md §5). Their rows
-// carry no id, so each entry gets one from its content: the preset name
-// and the first 16 hex digits of a SHA-256 over the identifying cells,
-// with "-2", "-3", ... for repeats of the same content within the file.
+// carry no id, so each entry gets one from its natural key: the preset
+// name and the first 16 hex digits of a SHA-256 over the cells that say
+// which piece of work a row is, never over what it is worth, so a
+// corrected row (another duration, end, tag, billable flag or amount)
+// keeps its id and is a correction of the entry, not a new one:
+//
+//	toggl, clockify  person (Email, else User), Start date, Start time,
+//	                 Project, Task, Description
+//	harvest          person (Employee Id, else First Name + Last Name),
+//	                 Date, Project, Task, Notes, External Reference URL
+//	                 (when present)
+//
+// The email is compared without (ASCII) case and the date as the date it
+// parses to (2024-03-04 and 3/4/2024 are one key). Rows sharing a key
+// within one file are told apart by their order: the first gets the key,
+// the next "-2", "-3", ... So a re-export that reorders two such rows
+// (that differ in hours, tags, ...) swaps their ids, and each becomes a
+// correction of the other: payroll still ends up holding exactly the
+// file's rows, but the pay parts they feed (one person, one date) are
+// re-created for nothing.
 
 // Column roles of the presets.
 const (
@@ -45,7 +62,7 @@ const (
 type presetCol struct {
 	header string // as the tool writes it; ending in "(" it matches a prefix
 	role   int
-	field  bool // also kept in Entry.Fields (cells that only identify the entry)
+	field  bool // also kept in Entry.Fields (cells not otherwise in the entry)
 }
 
 type presetSpec struct {
@@ -53,7 +70,8 @@ type presetSpec struct {
 	name     string // for messages
 	cols     []presetCol
 	required [][]int // each: at least one of these roles
-	idRoles  []int   // the identifying cells, in hash order
+	person   [][]int // the person in the natural key: the first of these with a cell
+	keyRoles []int   // the rest of the natural key, in hash order (rDate parsed)
 	dateHint string
 }
 
@@ -68,7 +86,8 @@ var presets = map[Format]*presetSpec{
 			{"Amount (", rAmount, false},
 		},
 		required: [][]int{{rUser}, {rEmail}, {rDate}, {rDuration}},
-		idRoles:  []int{rEmail, rUser, rDate, rStartTime, rEndDate, rEndTime, rDuration, rProject, rTask, rDescription},
+		person:   [][]int{{rEmail}, {rUser}},
+		keyRoles: []int{rDate, rStartTime, rProject, rTask, rDescription},
 		dateHint: "Toggl writes YYYY-MM-DD; set the date format (--date-format) if this file was re-saved in another one",
 	},
 	FormatClockify: {
@@ -81,7 +100,8 @@ var presets = map[Format]*presetSpec{
 			{"Duration (decimal)", rDurationDec, false},
 		},
 		required: [][]int{{rUser}, {rDate}, {rDuration, rDurationDec}},
-		idRoles:  []int{rEmail, rUser, rDate, rStartTime, rEndDate, rEndTime, rDuration, rProject, rTask, rDescription},
+		person:   [][]int{{rEmail}, {rUser}},
+		keyRoles: []int{rDate, rStartTime, rProject, rTask, rDescription},
 		dateHint: "Clockify writes dates in the workspace's date format: set --date-format to it (e.g. DD/MM/YYYY or MM/DD/YYYY)",
 	},
 	FormatHarvest: {
@@ -93,7 +113,8 @@ var presets = map[Format]*presetSpec{
 			{"Employee Id", rEmployeeID, false}, {"External Reference URL", rExtRef, true},
 		},
 		required: [][]int{{rDate}, {rDuration}, {rFirst}, {rLast}},
-		idRoles:  []int{rDate, rFirst, rLast, rProject, rTask, rDescription, rDuration, rExtRef},
+		person:   [][]int{{rEmployeeID}, {rFirst, rLast}},
+		keyRoles: []int{rDate, rProject, rTask, rDescription, rExtRef},
 		dateHint: "Harvest writes YYYY-MM-DD or M/D/YYYY; set the date format (--date-format) to the one the file uses",
 	},
 }
@@ -311,15 +332,45 @@ func (r *presetReader) entry(rec []string, line int) (paysync.Entry, error) {
 	return e, nil
 }
 
-// id derives the entry id from the identifying cells.
+// id derives the entry id from the row's natural key (see the top of
+// this file), numbering repeats of a key within the file.
 func (r *presetReader) id(rec []string) string {
 	r.key = r.key[:0]
-	for i, role := range r.spec.idRoles {
-		if i > 0 {
-			r.key = append(r.key, 0x1f)
+	for _, roles := range r.spec.person {
+		for _, role := range roles {
+			if v := r.cell(rec, role); v != "" {
+				if len(r.key) > 0 {
+					r.key = append(r.key, ' ')
+				}
+				r.key = append(r.key, v...)
+			}
 		}
-		r.key = append(r.key, r.cell(rec, role)...)
+		if len(r.key) > 0 {
+			if roles[0] == rEmail {
+				for i, c := range r.key {
+					if 'A' <= c && c <= 'Z' {
+						r.key[i] = c + 'a' - 'A'
+					}
+				}
+			}
+			break
+		}
 	}
+	n := len(r.key) // without trailing empty cells: a column added empty changes no key
+	for _, role := range r.spec.keyRoles {
+		v := r.cell(rec, role)
+		if role == rDate {
+			if d, ok := r.cells.dates.parse(v); ok {
+				v = d
+			}
+		}
+		r.key = append(r.key, 0x1f)
+		r.key = append(r.key, v...)
+		if v != "" {
+			n = len(r.key)
+		}
+	}
+	r.key = r.key[:n]
 	sum := sha256.Sum256(r.key)
 	var b [16]byte
 	hex.Encode(b[:], sum[:8])

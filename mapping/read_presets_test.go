@@ -10,65 +10,65 @@ func TestNewReader_Presets(t *testing.T) {
 	runReadCases(t, []readCase{
 		// BOM, quoted comma, comma-separated tags, 25:30:00, a repeated row.
 		{file: "toggl_basic.csv", format: FormatToggl, want: []string{
-			`@2 id=toggl-bc446ba7bdf14c4c email=ann@example.com name=Ann Berg date=2024-03-04 hours=30600s type=Design project=Website tags=overtime|onsite billable=true description="Header, footer" fields={billable_amount=425.00, client=Acme, currency=EUR, end_date=2024-03-04, end_time=17:30:00, start_time=09:00:00}`,
-			`@3 id=toggl-321e446747f838e5 email=ann@example.com name=Ann Berg date=2024-03-05 hours=1200s project=Website billable=false description="Standup" fields={billable_amount=0.00, client=Acme, currency=EUR, end_date=2024-03-05, end_time=09:20:00, start_time=09:00:00}`,
-			`@4 id=toggl-df46b2f00d50c07d email=bo@example.com name=Bo Lund date=2024-03-05 hours=91800s type=On call project=Ops billable=false description="Night shift" fields={end_date=2024-03-06, end_time=23:30:00, start_time=22:00:00}`,
-			`@5 id=toggl-321e446747f838e5-2 email=ann@example.com name=Ann Berg date=2024-03-05 hours=1200s project=Website billable=false description="Standup" fields={billable_amount=0.00, client=Acme, currency=EUR, end_date=2024-03-05, end_time=09:20:00, start_time=09:00:00}`,
+			`@2 id=toggl-00ef818dc00a2d4a email=ann@example.com name=Ann Berg date=2024-03-04 hours=30600s type=Design project=Website tags=overtime|onsite billable=true description="Header, footer" fields={billable_amount=425.00, client=Acme, currency=EUR, end_date=2024-03-04, end_time=17:30:00, start_time=09:00:00}`,
+			`@3 id=toggl-d7a698389cf932be email=ann@example.com name=Ann Berg date=2024-03-05 hours=1200s project=Website billable=false description="Standup" fields={billable_amount=0.00, client=Acme, currency=EUR, end_date=2024-03-05, end_time=09:20:00, start_time=09:00:00}`,
+			`@4 id=toggl-b38133760fee9999 email=bo@example.com name=Bo Lund date=2024-03-05 hours=91800s type=On call project=Ops billable=false description="Night shift" fields={end_date=2024-03-06, end_time=23:30:00, start_time=22:00:00}`,
+			`@5 id=toggl-d7a698389cf932be-2 email=ann@example.com name=Ann Berg date=2024-03-05 hours=1200s project=Website billable=false description="Standup" fields={billable_amount=0.00, client=Acme, currency=EUR, end_date=2024-03-05, end_time=09:20:00, start_time=09:00:00}`,
 		}},
 		// Another order, lower case, another currency, decimal durations, an extra column.
 		{file: "toggl_reordered.csv", format: FormatToggl, want: []string{
-			`@2 id=toggl-03ced17ba9a089f4 email=ann@example.com name=Ann Berg date=2024-03-04 hours=27000s type=Design project=Website billable=true description="Work" fields={billable_amount=750.00, currency=USD, invoice=INV-1}`,
-			`@3 id=toggl-4fcab618f2c26b6f email=ann@example.com name=Ann Berg date=2024-03-05 hours=4500s type=Design project=Website billable=false description="More"`,
+			`@2 id=toggl-a3bf8c10f16771cf email=ann@example.com name=Ann Berg date=2024-03-04 hours=27000s type=Design project=Website billable=true description="Work" fields={billable_amount=750.00, currency=USD, invoice=INV-1}`,
+			`@3 id=toggl-11de8a5a04d9249b email=ann@example.com name=Ann Berg date=2024-03-05 hours=4500s type=Design project=Website billable=false description="More"`,
 		}},
 		{file: "toggl_decimal_comma.csv", format: FormatToggl, opts: ReadOptions{DecimalComma: true}, want: []string{
-			`@2 id=toggl-fbead52581f4760a email=ann@example.com name=Ann Berg date=2024-03-04 hours=27000s type=Design project=Website tags=a billable=true description="Work" fields={billable_amount=1000,00, currency=DKK, end_date=2024-03-04, end_time=16:30:00, start_time=09:00:00}`,
+			`@2 id=toggl-bd2c6b89acfe04df email=ann@example.com name=Ann Berg date=2024-03-04 hours=27000s type=Design project=Website tags=a billable=true description="Work" fields={billable_amount=1000,00, currency=DKK, end_date=2024-03-04, end_time=16:30:00, start_time=09:00:00}`,
 		}},
 		{file: "toggl_bad.csv", format: FormatToggl, want: []string{
-			`@2 problem id=toggl-8ac077cfa2a5163d field=Start date ~"2024-03-32" is not a date in the format YYYY-MM-DD`,
-			`@3 problem id=toggl-5ba3d155c2e79376 field=Duration ~"8h30" is not a decimal number`,
+			`@2 problem id=toggl-fdf7e26e8c229fb2 field=Start date ~"2024-03-32" is not a date in the format YYYY-MM-DD`,
+			`@3 problem id=toggl-bd2c6b89acfe04df field=Duration ~"8h30" is not a decimal number`,
 			`@4 problem ~row has 8 fields, header has 14`,
 			`@5 problem ~bare quote`,
-			`@6 problem id=toggl-c66beddc016f5100 field=User ~no user or email`,
-			`@7 problem id=toggl-1f6bdeda4966e1f2 field=Billable ~"maybe" is not yes or no`,
-			`@8 id=toggl-2fad54600d30bffc email=ann@example.com name=Ann Berg date=2024-03-04 hours=1200s type=Design project=Website billable=true description="Work" fields={client=Acme, end_date=2024-03-04, end_time=09:20:00, start_time=09:00:00}`,
+			`@6 problem id=toggl-e680d6556d3bd14a field=User ~no user or email`,
+			`@7 problem id=toggl-bd2c6b89acfe04df-2 field=Billable ~"maybe" is not yes or no`,
+			`@8 id=toggl-bd2c6b89acfe04df-3 email=ann@example.com name=Ann Berg date=2024-03-04 hours=1200s type=Design project=Website billable=true description="Work" fields={client=Acme, end_date=2024-03-04, end_time=09:20:00, start_time=09:00:00}`,
 		}},
 		{file: "toggl_missing.csv", opts: ReadOptions{Format: FormatToggl}, newErr: "not a Toggl Track detailed report: missing columns Duration (header: User, Email, Project, Start date, Start time)"},
 		// US dates with the workspace's format; Duration (h) is exact where
 		// Duration (decimal) is rounded (0:20:00 is 1200 s, not 0.33 h).
 		{file: "clockify_basic.csv", format: FormatClockify, opts: ReadOptions{DateFormat: "MM/DD/YYYY"}, want: []string{
-			`@2 id=clockify-769ab111bd0f7978 email=ann@example.com name=Ann Berg date=2024-03-04 hours=30600s type=Design project=Website tags=overtime|onsite billable=true description="Header work" fields={billable_amount=425.00, billable_rate=50.00, client=Acme, currency=USD, end_date=03/04/2024, end_time=05:30:00 PM, group=Team A, start_time=09:00:00 AM}`,
-			`@3 id=clockify-c6716b22f9585312 email=bo@example.com name=Bo Lund date=2024-03-05 hours=91800s project=Ops billable=false description="Night shift" fields={billable_amount=0.00, billable_rate=0.00, currency=USD, end_date=03/06/2024, end_time=11:30:00 PM, start_time=10:00:00 PM}`,
-			`@4 id=clockify-7cedb40f213c4f84 email=bo@example.com name=Bo Lund date=2024-03-07 hours=1200s project=Ops billable=false description="Standup" fields={end_date=03/07/2024, end_time=09:20:00 AM, start_time=09:00:00 AM}`,
-			`@5 id=clockify-87edde4485369213 email=bo@example.com name=Bo Lund date=2024-03-08 hours=1800s project=Ops billable=false description="Standup" fields={end_date=03/08/2024, end_time=09:20:00 AM, start_time=09:00:00 AM}`,
+			`@2 id=clockify-78cf7dcbf2c2d60e email=ann@example.com name=Ann Berg date=2024-03-04 hours=30600s type=Design project=Website tags=overtime|onsite billable=true description="Header work" fields={billable_amount=425.00, billable_rate=50.00, client=Acme, currency=USD, end_date=03/04/2024, end_time=05:30:00 PM, group=Team A, start_time=09:00:00 AM}`,
+			`@3 id=clockify-24755d70c7eb6bd4 email=bo@example.com name=Bo Lund date=2024-03-05 hours=91800s project=Ops billable=false description="Night shift" fields={billable_amount=0.00, billable_rate=0.00, currency=USD, end_date=03/06/2024, end_time=11:30:00 PM, start_time=10:00:00 PM}`,
+			`@4 id=clockify-498eadca78763199 email=bo@example.com name=Bo Lund date=2024-03-07 hours=1200s project=Ops billable=false description="Standup" fields={end_date=03/07/2024, end_time=09:20:00 AM, start_time=09:00:00 AM}`,
+			`@5 id=clockify-2ee337366d015352 email=bo@example.com name=Bo Lund date=2024-03-08 hours=1800s project=Ops billable=false description="Standup" fields={end_date=03/08/2024, end_time=09:20:00 AM, start_time=09:00:00 AM}`,
 		}},
 		// Without the date format: each US date is a problem that says what to set.
 		{file: "clockify_basic.csv", format: FormatClockify, want: []string{
-			`@2 problem id=clockify-769ab111bd0f7978 field=Start Date ~"03/04/2024" is not a date in the format YYYY-MM-DD (Clockify writes dates in the workspace's date format: set --date-format`,
-			`@3 problem id=clockify-c6716b22f9585312 field=Start Date ~--date-format`,
-			`@4 problem id=clockify-7cedb40f213c4f84 field=Start Date ~--date-format`,
-			`@5 id=clockify-87edde4485369213 email=bo@example.com name=Bo Lund date=2024-03-08 hours=1800s project=Ops billable=false description="Standup" fields={end_date=03/08/2024, end_time=09:20:00 AM, start_time=09:00:00 AM}`,
+			`@2 problem id=clockify-2cad576ac412777b field=Start Date ~"03/04/2024" is not a date in the format YYYY-MM-DD (Clockify writes dates in the workspace's date format: set --date-format`,
+			`@3 problem id=clockify-426b9fb014c37366 field=Start Date ~--date-format`,
+			`@4 problem id=clockify-c85e5877f23a42a7 field=Start Date ~--date-format`,
+			`@5 id=clockify-2ee337366d015352 email=bo@example.com name=Bo Lund date=2024-03-08 hours=1800s project=Ops billable=false description="Standup" fields={end_date=03/08/2024, end_time=09:20:00 AM, start_time=09:00:00 AM}`,
 		}},
 		// ';', decimal comma, Duration (decimal) only, cost columns.
 		{file: "clockify_decimal.csv", format: FormatClockify, opts: ReadOptions{DecimalComma: true, DateFormat: "DD.MM.YYYY"}, want: []string{
-			`@2 id=clockify-0ad812fc652ca99a email=ann@example.com name=Ann Berg date=2024-03-04 hours=27000s type=Design project=Website tags=a billable=true description="Work" fields={client=Acme, cost_amount=300,00, cost_rate=40,00, currency=EUR, end_date=04.03.2024, end_time=16:30, start_time=09:00}`,
-			`@3 id=clockify-2619cc1f841a1c00 email=ann@example.com name=Ann Berg date=2024-03-05 hours=1188s type=Design project=Website billable=true description="Work" fields={client=Acme, end_date=05.03.2024, end_time=09:20, start_time=09:00}`,
-			`@4 problem id=clockify-2bd49bc13f6f4f28 field=Duration (decimal) ~"0.33": a decimal comma was configured, but the value has a dot`,
+			`@2 id=clockify-8b17844d3b440054 email=ann@example.com name=Ann Berg date=2024-03-04 hours=27000s type=Design project=Website tags=a billable=true description="Work" fields={client=Acme, cost_amount=300,00, cost_rate=40,00, currency=EUR, end_date=04.03.2024, end_time=16:30, start_time=09:00}`,
+			`@3 id=clockify-73f59df9300c669e email=ann@example.com name=Ann Berg date=2024-03-05 hours=1188s type=Design project=Website billable=true description="Work" fields={client=Acme, end_date=05.03.2024, end_time=09:20, start_time=09:00}`,
+			`@4 problem id=clockify-d3b37b72e186840e field=Duration (decimal) ~"0.33": a decimal comma was configured, but the value has a dot`,
 		}},
 		{file: "clockify_missing.csv", opts: ReadOptions{Format: FormatClockify}, newErr: "not a Clockify detailed report: missing columns Duration (h) or Duration (decimal)"},
 		// CRLF, Employee Id and Teams, M/D/YYYY, a quoted newline, the
 		// same row three times (three real entries).
 		{file: "harvest_basic.csv", format: FormatHarvest, want: []string{
-			`@2 id=harvest-201bb478739e06b0 number=E-17 name=Ann Berg date=2024-03-04 hours=27000s type=Design project=Website billable=true approved=true description="Header, footer" fields={billable_amount=750, billable_rate=100, client=Acme, cost_amount=375, cost_rate=50, currency=Euro - EUR, employee=Yes, hours_rounded=7.5, invoiced=No, project_code=WEB, roles=Designer, teams=Team A}`,
-			`@3 id=harvest-201bb478739e06b0-2 number=E-17 name=Ann Berg date=2024-03-04 hours=27000s type=Design project=Website billable=true approved=true description="Header, footer" fields={billable_amount=750, billable_rate=100, client=Acme, cost_amount=375, cost_rate=50, currency=Euro - EUR, employee=Yes, hours_rounded=7.5, invoiced=No, project_code=WEB, roles=Designer, teams=Team A}`,
-			`@4 id=harvest-2ff9b6b9d04f648e name=Bo Lund date=2024-03-05 hours=1188s type=Support project=Ops billable=false approved=false description="Line one\nline two" fields={billable_amount=0, billable_rate=0, client=Acme, cost_amount=13.2, cost_rate=40, currency=Euro - EUR, employee=Yes, external_reference_url=https://example.com/t/1, hours_rounded=0.5, invoiced=No, project_code=OPS}`,
-			`@6 id=harvest-201bb478739e06b0-3 number=E-17 name=Ann Berg date=2024-03-04 hours=27000s type=Design project=Website billable=true approved=true description="Header, footer" fields={billable_amount=750, billable_rate=100, client=Acme, cost_amount=375, cost_rate=50, currency=Euro - EUR, employee=Yes, hours_rounded=7.5, invoiced=No, project_code=WEB, roles=Designer, teams=Team A}`,
+			`@2 id=harvest-4980542d61efdff2 number=E-17 name=Ann Berg date=2024-03-04 hours=27000s type=Design project=Website billable=true approved=true description="Header, footer" fields={billable_amount=750, billable_rate=100, client=Acme, cost_amount=375, cost_rate=50, currency=Euro - EUR, employee=Yes, hours_rounded=7.5, invoiced=No, project_code=WEB, roles=Designer, teams=Team A}`,
+			`@3 id=harvest-4980542d61efdff2-2 number=E-17 name=Ann Berg date=2024-03-04 hours=27000s type=Design project=Website billable=true approved=true description="Header, footer" fields={billable_amount=750, billable_rate=100, client=Acme, cost_amount=375, cost_rate=50, currency=Euro - EUR, employee=Yes, hours_rounded=7.5, invoiced=No, project_code=WEB, roles=Designer, teams=Team A}`,
+			`@4 id=harvest-486233b09d2e5460 name=Bo Lund date=2024-03-05 hours=1188s type=Support project=Ops billable=false approved=false description="Line one\nline two" fields={billable_amount=0, billable_rate=0, client=Acme, cost_amount=13.2, cost_rate=40, currency=Euro - EUR, employee=Yes, external_reference_url=https://example.com/t/1, hours_rounded=0.5, invoiced=No, project_code=OPS}`,
+			`@6 id=harvest-4980542d61efdff2-3 number=E-17 name=Ann Berg date=2024-03-04 hours=27000s type=Design project=Website billable=true approved=true description="Header, footer" fields={billable_amount=750, billable_rate=100, client=Acme, cost_amount=375, cost_rate=50, currency=Euro - EUR, employee=Yes, hours_rounded=7.5, invoiced=No, project_code=WEB, roles=Designer, teams=Team A}`,
 		}},
 		{file: "harvest_plain.csv", format: FormatHarvest, want: []string{
-			`@2 id=harvest-817b13ceed4cf1d3 name=Ann Berg date=2024-03-04 hours=91800s type=Design project=Website billable=false approved=false fields={billable_amount=0, billable_rate=0, client=Acme, cost_amount=0, cost_rate=0, currency=Euro - EUR, employee=Yes, hours_rounded=25.5, invoiced=No, project_code=WEB}`,
+			`@2 id=harvest-6833c2acb8b16207 name=Ann Berg date=2024-03-04 hours=91800s type=Design project=Website billable=false approved=false fields={billable_amount=0, billable_rate=0, client=Acme, cost_amount=0, cost_rate=0, currency=Euro - EUR, employee=Yes, hours_rounded=25.5, invoiced=No, project_code=WEB}`,
 			`@3 problem ~row has 22 fields, header has 21`,
-			`@4 problem id=harvest-b8f5af59f91c1494 field=Date ~"2024-02-30" is not a date in the format YYYY-MM-DD or M/D/YYYY`,
-			`@5 problem id=harvest-3a8f1d97162e367d field=Hours ~"1.5x" is not a decimal number`,
-			`@6 problem id=harvest-041e2f07808b1280 field=First Name ~no first or last name`,
+			`@4 problem id=harvest-adc1463569885228 field=Date ~"2024-02-30" is not a date in the format YYYY-MM-DD or M/D/YYYY`,
+			`@5 problem id=harvest-6833c2acb8b16207-2 field=Hours ~"1.5x" is not a decimal number`,
+			`@6 problem id=harvest-5403ff74ef9ea509 field=First Name ~no first or last name`,
 		}},
 		{file: "harvest_missing.csv", opts: ReadOptions{Format: FormatHarvest}, newErr: "not a Harvest detailed time report: missing columns Last Name"},
 	})

@@ -62,6 +62,11 @@ func TestEntrySchema_AgreesWithReader(t *testing.T) {
 		`{` + base + `,"hours":1,"type":"t","fields":{"km":"3","trip":2,"x":null}}`,
 		`{` + base + `,"hours":1,"type":"t","fields":null,"tags":null,"project":null}`,
 		`{` + base + `,"hours":1,"type":"t","entries":"x"}`,
+		`{` + base + `,"hours":1,"type":"t","deleted":false}`,
+		`{` + base + `,"hours":1,"type":"t","deleted":null}`,
+		`{"id":"1","deleted":true}`,
+		`{"id":"1","deleted":true,"date":"2024-03-04","company_id":"C1","km":3}`,
+		`{"id":"1","deleted":true,"hours":null,"units":null,"rate":null,"amount":null}`,
 	}
 	invalid := []string{
 		`{"employee_id":"E1","date":"2024-03-04","hours":1,"type":"t"}`,
@@ -111,6 +116,16 @@ func TestEntrySchema_AgreesWithReader(t *testing.T) {
 		`{` + base + `,"hours":1,"type":"t","fields":{"a":{"b":1}}}`,
 		`{` + base + `,"hours":1,"type":"t","fields":"x"}`,
 		`{` + base + `,"hours":1,"type":"t","entries":{"a":1}}`,
+		`{"id":"1","deleted":false}`,
+		`{"id":"1","deleted":null}`,
+		`{"deleted":true}`,
+		`{"id":"","deleted":true}`,
+		`{"id":1,"deleted":true}`,
+		`{"id":"1","deleted":"true"}`,
+		`{` + base + `,"hours":1,"type":"t","deleted":1}`,
+		`{"id":"1","deleted":true,"date":"2024-02-30"}`,
+		`{"id":"1","deleted":true,"hours":"7,5"}`,
+		`{"id":"1","deleted":true,"extra":[1]}`,
 		`"an entry"`,
 		`42`,
 		`null`,
@@ -194,6 +209,8 @@ func FuzzEntrySchema(f *testing.F) {
 		`{"id":"1","email":"a@x","date":"2024-03-04","units":"0.1","rate":null,"amount":-1e2,"type":"t","billable":false}`,
 		`{"id":"1","employee_number":"7","date":"2023-02-29","hours":"7,5","type":"t","x":{"y":1}}`,
 		`{"id":"1","id":2,"employee_id":"E1","date":"2024-03-04","hours":1,"type":"t"}`,
+		`{"id":"1","deleted":true,"date":"2024-03-04"}`,
+		`{"deleted":true,"id":"1","deleted":false}`,
 	} {
 		f.Add([]byte(doc))
 	}

@@ -64,6 +64,9 @@ func readAll(t testing.TB, source string, r io.Reader, opts ReadOptions) (Format
 func renderEntry(e paysync.Entry) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "@%d id=%s", e.Line, e.ID)
+	if e.Deleted {
+		b.WriteString(" deleted")
+	}
 	add := func(k, v string) {
 		if v != "" {
 			b.WriteString(" " + k + "=" + v)

@@ -23,6 +23,7 @@ type DaemonLedger interface {
 	PipelineLedger
 	ImportLedger
 	MessageLedger
+	CorrectionLedger
 	CompaniesWithWork(ctx context.Context) ([]string, error)
 	Probe(ctx context.Context, full bool) paysync.Check
 }
@@ -95,6 +96,7 @@ type Daemon struct {
 	pipe   *Pipeline
 	im     *Importer
 	mi     *MessageImporter
+	corr   *Corrector // applies corrections before each look of the sending loop
 	in     InboxSource
 	src    MessageSource
 	status *startupStatus
@@ -134,6 +136,13 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 		startDone: make(chan struct{}),
 	}
 	d.pipe = &Pipeline{L: cfg.Ledger, D: cfg.Deliverer, Linger: cfg.Linger, InFlight: cfg.InFlight, Log: cfg.Logger, Now: cfg.Now}
+	d.corr = &Corrector{L: cfg.Ledger, Rules: cfg.Rules, BatchSize: cfg.BatchSize}
+	d.pipe.Correct = func(ctx context.Context) (int, error) {
+		if d.corr.Mapper == nil { // not before the start-up reads
+			return 0, nil
+		}
+		return d.corr.Run(ctx)
+	}
 	d.pipe.Init()
 	if cfg.Inbox != nil {
 		d.im = &Importer{L: cfg.Ledger, Rules: cfg.Rules, BatchSize: cfg.BatchSize, AllOrNothing: cfg.AllOrNothing}
@@ -181,6 +190,7 @@ func (d *Daemon) readMapper(ctx context.Context, w *payroll.Waiter, step func(st
 }
 
 func (d *Daemon) setMapper(mapper *mapping.Mapper, wire mapping.WireChecker) {
+	d.corr.Mapper, d.corr.Wire = mapper, wire
 	if d.im != nil {
 		d.im.Mapper, d.im.Wire = mapper, wire
 	}

@@ -40,6 +40,8 @@ type Ledger interface {
 	MarkRemoved(ctx context.Context, batchID, attemptID int64, deleted, gone []int64) error
 	MarkDeleting(ctx context.Context, attemptID int64, itemIDs []int64) error
 	InterruptAttempts(ctx context.Context) error
+	SupersededBy(ctx context.Context, unit int64) (map[int64][]ledger.Item, []int64, error)
+	BeginSupersedeDelete(ctx context.Context, batchID int64, items int) (int64, error)
 }
 
 var _ Ledger = (*ledger.Ledger)(nil)
@@ -109,7 +111,8 @@ func (d *Deliverer) beginNext(ctx context.Context, next int64) *begun {
 		return nil
 	}
 	<-ra.done
-	if ra.err != nil || ra.b.State != paysync.BatchPending || !d.snapshotted[ra.b.CompanyID] {
+	// A correction's batch first deletes what its unit replaces.
+	if ra.err != nil || ra.b.State != paysync.BatchPending || !d.snapshotted[ra.b.CompanyID] || ra.b.Correction != 0 {
 		return nil
 	}
 	pending := pendingItems(ra.items)
@@ -488,6 +491,12 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) (children 
 				}
 				continue
 			}
+			if b.Correction != 0 {
+				// What the correction replaces leaves payroll first.
+				if err := d.removeSuperseded(ctx, b.Correction); err != nil {
+					return nil, err
+				}
+			}
 			pending = pendingItems(items)
 			if len(pending) == 0 {
 				end = paysync.BatchCreated
@@ -503,7 +512,9 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) (children 
 					return nil, err
 				}
 			}
-			if att, err = d.L.BeginAttempt(ctx, id, paysync.AttemptCreate, len(pending)); err != nil {
+			if att, err = d.L.BeginAttempt(ctx, id, paysync.AttemptCreate, len(pending)); errors.Is(err, ledger.ErrBatchChanged) {
+				continue // a correction took a pay part out: read it again
+			} else if err != nil {
 				return nil, err
 			}
 		}

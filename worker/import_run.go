@@ -66,6 +66,9 @@ func (im *Importer) ImportAll(ctx context.Context, led SourceBatches, inputs []I
 			return sum, err
 		}
 		var runErr error
+		if err := im.applyCorrections(ctx, rep); err != nil {
+			return sum, err
+		}
 		if rep.ImportID != 0 {
 			var n int
 			n, runErr = im.D.DeliverOpen(ctx, rep.ImportID, found)

@@ -17,9 +17,16 @@ type ImportLedger interface {
 	SourceByHash(ctx context.Context, hash string) (ledger.Source, bool, error)
 	BeginImport(ctx context.Context, in ledger.StreamImport) (*ledger.StagedImport, error)
 	OpenBatches(ctx context.Context, sourceID int64) ([]ledger.Batch, error)
+	CorrectionLedger
 }
 
 var _ ImportLedger = (*ledger.Ledger)(nil)
+
+// Corrector is the corrector of the importer's corrections (same ledger,
+// mapper and rules).
+func (im *Importer) Corrector() *Corrector {
+	return &Corrector{L: im.L, Mapper: im.Mapper, Rules: im.Rules, Wire: im.Wire, BatchSize: im.BatchSize}
+}
 
 // Importer turns a source's payload into committed intent and delivers it.
 type Importer struct {
@@ -44,14 +51,17 @@ type Importer struct {
 
 // Report is what one import did.
 type Report struct {
-	ImportID   int64          `json:"import_id"`
-	Source     string         `json:"source"`
-	Duplicate  bool           `json:"duplicate_import"` // the same content was imported before
-	Entries    int            `json:"entries"`
-	Mapped     int            `json:"mapped"` // entries that went into pay parts (or would, in a preview)
-	Duplicates int            `json:"duplicate_entries"`
-	Skipped    map[string]int `json:"skipped"`
-	Problems   []error        `json:"-"`
+	ImportID   int64  `json:"import_id"`
+	Source     string `json:"source"`
+	Duplicate  bool   `json:"duplicate_import"` // the same content was imported before
+	Entries    int    `json:"entries"`
+	Mapped     int    `json:"mapped"` // entries that went into pay parts (or would, in a preview)
+	Duplicates int    `json:"duplicate_entries"`
+	// Corrections counts entries paid before that came with other content
+	// (or as a tombstone): each supersedes its earlier version.
+	Corrections int            `json:"corrections,omitempty"`
+	Skipped     map[string]int `json:"skipped"`
+	Problems    []error        `json:"-"`
 	// ProblemsOmitted counts the problems beyond Importer.MaxProblems that
 	// Problems leaves out (the ledger's rejects hold them all).
 	ProblemsOmitted int     `json:"problems_omitted,omitempty"`
@@ -87,8 +97,21 @@ func (im *Importer) ImportFrom(ctx context.Context, kind paysync.SourceKind, nam
 	if err != nil || rep.ImportID == 0 {
 		return rep, err
 	}
+	if err := im.applyCorrections(ctx, rep); err != nil {
+		return rep, err
+	}
 	_, err = im.deliverOpen(ctx, rep.ImportID)
 	return rep, err
+}
+
+// applyCorrections applies the corrections an import recorded, before its
+// batches are delivered (a correction's batches are the import's).
+func (im *Importer) applyCorrections(ctx context.Context, rep Report) error {
+	if rep.Corrections == 0 {
+		return nil
+	}
+	_, err := im.Corrector().Run(ctx)
+	return err
 }
 
 // deliverOpen delivers an import's batches still open (also those an

@@ -37,9 +37,10 @@ type entryStep struct {
 type entryVerdict int
 
 const (
-	entryTake      entryVerdict = iota // recorded as row: mapped (its lines planned), skipped or rejected
-	entryDuplicate                     // known with the same content: nothing to record
-	entryRefused                       // a problem before it could be taken: only the problem is recorded
+	entryTake       entryVerdict = iota // recorded as row: mapped (its lines planned), skipped or rejected
+	entryDuplicate                      // known with the same content: nothing to record
+	entryRefused                        // a problem before it could be taken: only the problem is recorded
+	entryCorrection                     // paid before with other content: recorded as a correction (row: the new version)
 )
 
 // entryOutcome is the step's decision for one entry.
@@ -91,8 +92,16 @@ func (s *entryStep) take(ctx context.Context, e paysync.Entry, known map[string]
 			return entryOutcome{verdict: entryDuplicate}, nil
 		}
 		if k.Status == paysync.EntryMapped {
-			return refused(changedEntry(e, k)), nil
+			// A correction: it supersedes the version paid (the
+			// corrector replaces the pay parts it is in).
+			return entryOutcome{verdict: entryCorrection, row: ledger.NewEntry{Entry: e, Hash: h, Data: data, Status: paysync.EntryMapped}}, nil
 		}
+	}
+	if e.Deleted {
+		// A tombstone of an entry never paid: nothing to remove. Stored
+		// (skipped), so that the entry arriving later is taken.
+		return entryOutcome{verdict: entryTake, skip: "deleted",
+			row: ledger.NewEntry{Entry: e, Hash: h, Data: data, Status: paysync.EntrySkipped, Note: "deleted"}}, nil
 	}
 	out, err := mapEntry(ctx, s.mapper, e)
 	out.row.Entry, out.row.Hash, out.row.Data = e, h, data
@@ -121,24 +130,13 @@ func mapEntry(ctx context.Context, m *mapping.Mapper, e paysync.Entry) (entryOut
 	return out, nil
 }
 
-// changedEntry is the problem of an entry paid before with other content.
-func changedEntry(e paysync.Entry, k ledger.KnownEntry) *mapping.Problem {
-	if k.SourceID == 0 { // earlier in the same group of messages
-		return &mapping.Problem{Source: e.Source, Line: e.Line, EntryID: e.ID, Field: "id",
-			Msg:  fmt.Sprintf("was received just before in %s with different content", k.SourceName),
-			Hint: "give the changed entry a new id, or revert the earlier import and replay it"}
-	}
-	return &mapping.Problem{Source: e.Source, Line: e.Line, EntryID: e.ID, Field: "id",
-		Msg:  fmt.Sprintf("was imported on %s from %s (import %d) with different content", k.ImportedAt.Format("2006-01-02 15:04"), k.SourceName, k.SourceID),
-		Hint: fmt.Sprintf("to change it, revert that import (paysync revert --import %d) and replay it, or give the changed entry a new id", k.SourceID)}
-}
-
 // intakeWriter records what intake decides for one source: the ledger's
 // one write API for intake, staged in the ledger for files
 // (*ledger.StagedImport) or kept in memory for small inputs such as one
 // message (*ledger.ImportIntent, committed many at a time).
 type intakeWriter interface {
 	AddEntry(e ledger.NewEntry, data []byte) (int64, error)
+	AddCorrection(e ledger.NewEntry, data []byte)
 	Link(entry int64, part int)
 	AddPayPart(part int, pp paysync.PlannedPayPart)
 	DropPayPart(part int)
@@ -229,6 +227,12 @@ func (s *sourceIntake) record(out entryOutcome) error {
 	case entryRefused:
 		s.problem(ledger.PhaseEntry, out.problem)
 		return nil
+	case entryCorrection:
+		s.rep.Corrections++
+		if s.keep() {
+			s.w.AddCorrection(out.row, out.row.Data)
+		}
+		return nil
 	}
 	if out.problem != nil {
 		s.problem(ledger.PhaseEntry, out.problem)
@@ -265,7 +269,7 @@ func (s *sourceIntake) finish() {
 	s.add(s.planner.Take(true))
 	s.rep.Problems, s.rep.ProblemsOmitted = s.probs.list()
 	if s.rejected() {
-		s.rep.PayParts = 0
+		s.rep.PayParts, s.rep.Corrections = 0, 0
 	}
 }
 

@@ -12,7 +12,7 @@ import (
 )
 
 // intakeEntries meet every verdict of the intake step, after intakeEarlier:
-// the same entry again (a duplicate), a paid entry changed (a problem), an
+// the same entry again (a duplicate), a paid entry changed (a correction), an
 // entry rejected and one skipped before (taken again), an id twice in the
 // input (a problem), and a value the wire cannot carry (the pay part is
 // dropped: a problem, and its entry stays takeable).
@@ -66,6 +66,9 @@ func TestIntake_EverySourceAlike(t *testing.T) {
 			if rep.Entries != 7 || rep.Duplicates != 1 {
 				t.Errorf("entries %d, duplicates %d; want 7, 1", rep.Entries, rep.Duplicates)
 			}
+			if want := map[bool]int{true: 1, false: 0}[source == "file"]; rep.Corrections != want {
+				t.Errorf("%d corrections, want %d (the changed paid entry; none of a source refused as a whole)", rep.Corrections, want)
+			}
 			db := rawLedger(t, e.led.Path())
 			var got []string
 			rows, err := db.Query(`SELECT r.entry_id, r.line, r.field, r.message FROM rejects r JOIN sources s ON s.id = r.source_id WHERE s.name <> 'earlier.ndjson' ORDER BY r.id`)
@@ -82,15 +85,14 @@ func TestIntake_EverySourceAlike(t *testing.T) {
 				got = append(got, fmt.Sprintf("%s:%d %s: %s", id, line, field, strings.ReplaceAll(message, "this message", "this file")))
 			}
 			// The entries' problems in order, then the pay parts'.
-			for i, want := range []string{"changed:2 id: was imported on", "dup:6 id: duplicate entry id in this file", "wire:7 "} {
+			for i, want := range []string{"dup:6 id: duplicate entry id in this file", "wire:7 "} {
 				if i >= len(got) || !strings.HasPrefix(got[i], want) {
 					t.Fatalf("rejects:\n%s\nwant, in order, %q, ...", strings.Join(got, "\n"), want)
 				}
 			}
-			if len(got) != 3 {
-				t.Errorf("rejects:\n%s\nwant 3", strings.Join(got, "\n"))
+			if len(got) != 2 {
+				t.Errorf("rejects:\n%s\nwant 2", strings.Join(got, "\n"))
 			}
-			got[0] = "changed:2 id: was imported on …" // names the minute of the earlier import
 			if rejects == nil {
 				rejects = got
 			} else if strings.Join(got, "\n") != strings.Join(rejects, "\n") {
@@ -100,7 +102,11 @@ func TestIntake_EverySourceAlike(t *testing.T) {
 			wire := count(t, db, `SELECT count(*) FROM entries WHERE status = 'rejected' AND entry_id = 'wire'`)
 			changed := count(t, db, `SELECT count(*) FROM entries e JOIN sources s ON s.id = e.source_id WHERE e.entry_id = 'changed' AND s.name = 'earlier.ndjson'`)
 			if changed != 1 {
-				t.Errorf("the paid entry changed was taken again")
+				t.Errorf("the paid entry changed was taken again (it is a correction, applied by the corrector)")
+			}
+			pending := count(t, db, `SELECT count(*) FROM entry_corrections c JOIN entries e ON e.id = c.entry WHERE e.entry_id = 'changed' AND c.state = 'pending'`)
+			if want := map[bool]int{true: 1, false: 0}[source == "file"]; pending != want {
+				t.Errorf("%d pending corrections of the changed entry, want %d", pending, want)
 			}
 			if source == "file" {
 				// The good entries are taken (also those rejected or skipped

@@ -213,6 +213,9 @@ func (mi *MessageImporter) plan(ctx context.Context, m Message, hash string, r *
 	for _, ne := range in.Entries {
 		seen[ne.Entry.Key()] = ledger.KnownEntry{Status: ne.Status, Hash: ne.Hash, SourceName: m.Name}
 	}
+	for _, ne := range in.Corrections {
+		seen[ne.Entry.Key()] = ledger.KnownEntry{Status: paysync.EntryMapped, Hash: ne.Hash, SourceName: m.Name}
+	}
 	in.Duplicates = r.s.rep.Duplicates
 	return in, nil
 }

@@ -49,6 +49,10 @@ type Pipeline struct {
 	InFlight int           // payroll calls in flight at once (default 4); one at a time per company
 	Log      *slog.Logger
 	Now      func() time.Time // the clock of failed batches' backoff (default time.Now)
+	// Correct applies the corrections intake recorded (Corrector.Run)
+	// before each look: their batches are then sent like any other.
+	Correct func(ctx context.Context) (int, error)
+	corrErr string // the last failure of Correct, logged once
 
 	revoked atomic.Bool
 	wake    chan struct{}
@@ -190,6 +194,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			resetTimer(t, time.Until(pauseUntil))
 			continue
 		}
+		p.correct(ctx)
 		open, err := p.look(ctx, p.Linger)
 		if err == nil {
 			err = p.takeErrs()
@@ -228,6 +233,23 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			}
 		}
 		resetTimer(t, next)
+	}
+}
+
+// correct applies pending corrections; a failure (payroll or the ledger,
+// transient) leaves them pending for the next look, logged once.
+func (p *Pipeline) correct(ctx context.Context) {
+	if p.Correct == nil {
+		return
+	}
+	_, err := p.Correct(ctx)
+	switch {
+	case err != nil && ctx.Err() == nil && err.Error() != p.corrErr:
+		p.Log.Warn("corrections not applied yet; retrying", "err", err)
+		p.corrErr = err.Error()
+	case err == nil && p.corrErr != "":
+		p.Log.Info("corrections applied again")
+		p.corrErr = ""
 	}
 }
 
@@ -452,6 +474,11 @@ func (p *Pipeline) drain(ctx context.Context, company string, ids []int64) (work
 // gets a round of attempts or, when this pipeline saw it fail, one attempt
 // if its backoff has run: Flush never waits for a backoff.
 func (p *Pipeline) Flush(ctx context.Context, linger time.Duration) error {
+	if p.Correct != nil {
+		if _, err := p.Correct(ctx); err != nil {
+			return err
+		}
+	}
 	if _, err := p.look(ctx, linger); err != nil {
 		return err
 	}

@@ -59,75 +59,113 @@ func (d *Deliverer) revertBatch(ctx context.Context, id int64) error {
 		if err != nil {
 			return err
 		}
-		current, err := d.P.PayParts(ctx, b.CompanyID)
-		if err != nil {
-			_ = d.L.EndAttempt(context.WithoutCancel(ctx), att, paysync.AttemptFailed, 0, err.Error(), "")
-			return fmt.Errorf("revert batch %d: read pay parts of company %s: %w", id, b.CompanyID, err)
-		}
-		exists := map[string]bool{}
-		for _, p := range current {
-			exists[p.ID] = true
-		}
-		var gone, deleted, present []int64
-		var presentIDs []string
-		for _, it := range created {
-			switch {
-			case exists[it.PayrollID]:
-				present = append(present, it.ID)
-				presentIDs = append(presentIDs, it.PayrollID)
-			case it.DeleteAttempt != 0:
-				// Sent in a delete (this run or one that died): ours.
-				deleted = append(deleted, it.ID)
-			default:
-				gone = append(gone, it.ID)
-			}
-		}
-		if len(gone)+len(deleted) > 0 {
-			if err := d.L.MarkRemoved(ctx, id, 0, deleted, gone); err != nil {
-				return err
-			}
-			d.Stats.Gone += len(gone)
-			d.Stats.Deleted += len(deleted)
-		}
-		var failure error
-		for start := 0; start < len(present); start += d.DeleteChunk {
-			end := min(start+d.DeleteChunk, len(present))
-			d.Stats.Attempts++
-			if d.Limiter != nil {
-				if err := d.Limiter.Wait(ctx); err != nil {
-					return err
-				}
-			}
-			// Ledger first: record what this delete is about to remove.
-			if err := d.L.MarkDeleting(ctx, att, present[start:end]); err != nil {
-				return err
-			}
-			if _, err := d.P.DeletePayParts(ctx, b.CompanyID, presentIDs[start:end]); err != nil {
-				failure = err
-				break
-			}
-			if err := d.L.MarkRemoved(ctx, id, 0, present[start:end], nil); err != nil {
-				return err
-			}
-			d.Stats.Deleted += end - start
-			d.observe("deleted", end-start)
-		}
-		if failure == nil {
-			return d.L.MarkRemoved(ctx, id, att, nil, nil)
-		}
-		var pe *payroll.Error
-		if !errors.As(failure, &pe) || pe.Class == paysync.Revoked || try+1 >= d.MaxAttempts {
-			_ = d.L.EndAttempt(context.WithoutCancel(ctx), att, paysync.AttemptFailed, 0, failure.Error(), "")
-			return fmt.Errorf("revert batch %d: %w", id, failure)
-		}
-		// Not applied, rejected (e.g. one was deleted meanwhile) or
-		// ambiguous: read again and delete what is still there. The
-		// outcome is the class's name ("not applied", with a space).
-		if err := d.L.EndAttempt(ctx, att, paysync.AttemptOutcome(pe.Class.String()), pe.StatusCode, pe.Error(), ""); err != nil {
+		again, err := d.deleteCreated(ctx, fmt.Sprintf("revert batch %d", id), id, b.CompanyID, att, created, try)
+		if !again || err != nil {
 			return err
 		}
-		if err := d.Sleep(ctx, backoff(try, pe.RetryAfter)); err != nil {
+	}
+}
+
+// deleteCreated (op names it in errors) deletes from payroll the created pay parts of batch id
+// that it still holds, in delete attempt att (recorded); ones deleted by
+// hand become gone. again: the attempt failed in a way worth another try
+// (after the backoff slept here): read and begin again.
+func (d *Deliverer) deleteCreated(ctx context.Context, op string, id int64, company string, att int64, created []ledger.Item, try int) (again bool, err error) {
+	current, err := d.P.PayParts(ctx, company)
+	if err != nil {
+		_ = d.L.EndAttempt(context.WithoutCancel(ctx), att, paysync.AttemptFailed, 0, err.Error(), "")
+		return false, fmt.Errorf("%s: read pay parts of company %s: %w", op, company, err)
+	}
+	exists := map[string]bool{}
+	for _, p := range current {
+		exists[p.ID] = true
+	}
+	var gone, deleted, present []int64
+	var presentIDs []string
+	for _, it := range created {
+		switch {
+		case exists[it.PayrollID]:
+			present = append(present, it.ID)
+			presentIDs = append(presentIDs, it.PayrollID)
+		case it.DeleteAttempt != 0:
+			// Sent in a delete (this run or one that died): ours.
+			deleted = append(deleted, it.ID)
+		default:
+			gone = append(gone, it.ID)
+		}
+	}
+	if len(gone)+len(deleted) > 0 {
+		if err := d.L.MarkRemoved(ctx, id, 0, deleted, gone); err != nil {
+			return false, err
+		}
+		d.Stats.Gone += len(gone)
+		d.Stats.Deleted += len(deleted)
+	}
+	var failure error
+	for start := 0; start < len(present); start += d.DeleteChunk {
+		end := min(start+d.DeleteChunk, len(present))
+		d.Stats.Attempts++
+		if d.Limiter != nil {
+			if err := d.Limiter.Wait(ctx); err != nil {
+				return false, err
+			}
+		}
+		// Ledger first: record what this delete is about to remove.
+		if err := d.L.MarkDeleting(ctx, att, present[start:end]); err != nil {
+			return false, err
+		}
+		if _, err := d.P.DeletePayParts(ctx, company, presentIDs[start:end]); err != nil {
+			failure = err
+			break
+		}
+		if err := d.L.MarkRemoved(ctx, id, 0, present[start:end], nil); err != nil {
+			return false, err
+		}
+		d.Stats.Deleted += end - start
+		d.observe("deleted", end-start)
+	}
+	if failure == nil {
+		return false, d.L.MarkRemoved(ctx, id, att, nil, nil)
+	}
+	var pe *payroll.Error
+	if !errors.As(failure, &pe) || pe.Class == paysync.Revoked || try+1 >= d.MaxAttempts {
+		_ = d.L.EndAttempt(context.WithoutCancel(ctx), att, paysync.AttemptFailed, 0, failure.Error(), "")
+		return false, fmt.Errorf("%s: %w", op, failure)
+	}
+	// Not applied, rejected (e.g. one was deleted meanwhile) or
+	// ambiguous: read again and delete what is still there. The
+	// outcome is the class's name ("not applied", with a space).
+	if err := d.L.EndAttempt(ctx, att, paysync.AttemptOutcome(pe.Class.String()), pe.StatusCode, pe.Error(), ""); err != nil {
+		return false, err
+	}
+	return true, d.Sleep(ctx, backoff(try, pe.RetryAfter))
+}
+
+// removeSuperseded deletes from payroll the pay parts correction unit
+// replaces, before the unit's own batches are sent. Run again after a
+// crash, it deletes what is still there (a delete recorded and sent is
+// found done).
+func (d *Deliverer) removeSuperseded(ctx context.Context, unit int64) error {
+	for try := 0; ; try++ {
+		byBatch, order, err := d.L.SupersededBy(ctx, unit)
+		if err != nil || len(order) == 0 {
 			return err
+		}
+		again := false
+		for _, bid := range order {
+			items := byBatch[bid]
+			att, err := d.L.BeginSupersedeDelete(ctx, bid, len(items))
+			if err != nil {
+				return err
+			}
+			a, err := d.deleteCreated(ctx, fmt.Sprintf("correction %d: delete from batch %d", unit, bid), bid, items[0].CompanyID, att, items, try)
+			if err != nil {
+				return err
+			}
+			again = again || a
+		}
+		if !again {
+			return nil
 		}
 	}
 }

@@ -499,19 +499,22 @@ func TestImporter_EntryIDsAgain(t *testing.T) {
 	if err != nil || rep.Duplicates != 1 || len(rep.ProblemList()) != 0 || rep.PayParts != 0 {
 		t.Fatalf("same entry again: %+v %v", rep, err)
 	}
-	// The same id with other content: an error saying when and how to revert.
+	if n := e.sb.State().Counters.Requests["create_pay_parts"]; n != creates {
+		t.Fatalf("%d more create calls", n-creates)
+	}
+	// The same id with other content: a correction, its pay part replaced.
 	changed := []byte(`{"id":"x2","employee_id":"MV8xXzI=","date":"2026-11-02","hours":"9","code":"T1"}
 `)
 	rep, err = e.importer(t, nil, 10).Import(ctx(t), "file", "c.ndjson", changed)
 	if err != nil {
 		t.Fatal(err)
 	}
-	probs := rep.ProblemList()
-	if len(probs) != 1 || !strings.Contains(probs[0].Error(), "was imported on") || !strings.Contains(probs[0].Error(), "paysync revert --import 1") {
-		t.Fatalf("changed entry: %v", probs)
+	if probs := rep.ProblemList(); len(probs) != 0 || rep.Corrections != 1 {
+		t.Fatalf("changed entry: %d corrections, problems %v", rep.Corrections, probs)
 	}
-	if n := e.sb.State().Counters.Requests["create_pay_parts"]; n != creates {
-		t.Fatalf("%d more create calls", n-creates)
+	got := e.payrollParts()
+	if len(got) != 2 || got[sandbox.EmpMetteHansen+"|T1|7.5"] == "" || got[sandbox.EmpLarsNielsen+"|T1|9"] == "" {
+		t.Fatalf("payroll holds %v, want x1's 7.5 and x2's corrected 9", got)
 	}
 }
 

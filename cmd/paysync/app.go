@@ -45,7 +45,7 @@ func commands() map[string]command {
 		{"auth", "auth status | auth password (test only)", runAuth},
 		{"import", "map timesheet files to pay parts (--dry-run shows what would be sent)", runImport},
 		{"run", "the daemon: NATS JetStream and/or a cron-polled inbox, with metrics and health", runRun},
-		{"publish", "publish timesheet entries to NATS JetStream (one message per entry, Nats-Msg-Id = entry id)", runPublish},
+		{"publish", "publish timesheet entries to NATS JetStream (one message per entry, Nats-Msg-Id = entry id:content hash)", runPublish},
 		{"deadletters", "list the NATS dead letters; --redrive sends them again to their subjects once the cause is fixed", runDeadLetters},
 		{"batches", "list batches, or show one: its pay parts, payroll ids, source lines and attempts", runBatches},
 		{"imports", "list imports, or show one with its batches and rejects", runImports},

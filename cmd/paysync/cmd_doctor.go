@@ -451,19 +451,19 @@ func (d *doctor) checkBatches(ctx context.Context) {
 			}
 			ids = append(ids, fmt.Sprint(b.ID))
 		}
-		detail := fmt.Sprintf("%s failed: %s", doctorPlural(len(failed), "batch", "batches"), strings.Join(ids, ", "))
+		detail := fmt.Sprintf("%s failed: %s", plural(len(failed), "batch", "batches"), strings.Join(ids, ", "))
 		if last := failed[0].LastError; last != "" {
 			detail += fmt.Sprintf(" (batch %d: %s)", failed[0].ID, last)
 		}
-		detail += fmt.Sprintf("; %s committed and not yet sent", doctorPlural(pending, "pay part", "pay parts"))
+		detail += fmt.Sprintf("; %s committed and not yet sent", plural(pending, "pay part", "pay parts"))
 		d.r.fail(name, detail, fmt.Sprintf("see why with 'paysync batches --state failed' and 'paysync batches show %d'; once the cause is fixed the next 'paysync run' or import sends them again, or 'paysync revert %d' then 'paysync replay %d' maps their entries with the current rules",
 			failed[0].ID, failed[0].ID, failed[0].ID))
 		return
 	}
 	if pending > 0 || unsettled > 0 {
-		detail := fmt.Sprintf("no failed batches; %s committed and not yet sent", doctorPlural(pending, "pay part", "pay parts"))
+		detail := fmt.Sprintf("no failed batches; %s committed and not yet sent", plural(pending, "pay part", "pay parts"))
 		if unsettled > 0 {
-			detail += fmt.Sprintf("; %s left sending or reverting (a crash, or a paysync at work)", doctorPlural(unsettled, "batch", "batches"))
+			detail += fmt.Sprintf("; %s left sending or reverting (a crash, or a paysync at work)", plural(unsettled, "batch", "batches"))
 		}
 		d.r.warn(name, detail, "'paysync run' (or the next import, revert or replay) settles and sends them; 'paysync batches --state pending' lists them")
 		return
@@ -783,7 +783,7 @@ func (d *doctor) checkRules(ctx context.Context) {
 		for _, u := range unknown {
 			s = append(s, u.String())
 		}
-		d.r.fail(empName, fmt.Sprintf("%s: %s no employee of %s (%s): %s", path, doctorPlural(len(unknown), "employee table entry names", "employee table entries name"), co.Name, co.ID, strings.Join(s, "; ")),
+		d.r.fail(empName, fmt.Sprintf("%s: %s no employee of %s (%s): %s", path, plural(len(unknown), "employee table entry names", "employee table entries name"), co.Name, co.ID, strings.Join(s, "; ")),
 			fmt.Sprintf("correct the ids ('paysync employees --company %s' lists the employees)", co.ID))
 		return
 	}
@@ -940,8 +940,8 @@ func (d *doctor) inboxHint(err error) string {
 	return "let the paysync user use " + p
 }
 
-// doctorPlural returns "1 thing" or "n things".
-func doctorPlural(n int, one, many string) string {
+// plural returns "1 thing" or "n things".
+func plural(n int, one, many string) string {
 	if n == 1 {
 		return "1 " + one
 	}

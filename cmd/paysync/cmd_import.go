@@ -104,6 +104,10 @@ type importSummary struct {
 	// AlreadyImported counts entries the ledger holds with the same
 	// content: skipped, as the import would.
 	AlreadyImported int `json:"already_imported,omitempty"`
+	// Corrections counts entries paid before that come with other content
+	// (or as tombstones): the import would replace the pay parts they are
+	// in (not in the pay parts listed).
+	Corrections int `json:"corrections,omitempty"`
 	// ProblemsOmitted counts problems beyond the first 1,000 of a file,
 	// not listed (Problems counts them).
 	ProblemsOmitted int `json:"problems_omitted,omitempty"`
@@ -220,6 +224,7 @@ func planImport(ctx context.Context, s *session, rules *mapping.Rules, company s
 		rep.Summary.Entries += r.Entries
 		rep.Summary.Mapped += r.Mapped
 		rep.Summary.AlreadyImported += r.Duplicates
+		rep.Summary.Corrections += r.Corrections
 		for k, v := range r.Skipped {
 			rep.Summary.Skipped[k] += v
 		}
@@ -350,6 +355,14 @@ func writeImportReport(w io.Writer, rep importReport) error {
 	}
 	if s.AlreadyImported > 0 {
 		fmt.Fprintf(w, "%d entries are in the ledger already with the same content: skipped, as the import would\n", s.AlreadyImported)
+	}
+	if s.Corrections > 0 {
+		they := "they are"
+		if s.Corrections == 1 {
+			they = "it is"
+		}
+		fmt.Fprintf(w, "%s paid before with other content: a correction; the import would replace the pay parts %s in (not listed above)\n",
+			plural(s.Corrections, "entry is", "entries are"), they)
 	}
 	for _, d := range rep.ImportedBefore {
 		when := ""

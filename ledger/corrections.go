@@ -1,0 +1,385 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/paysync/paysync"
+)
+
+// addCorrection records c, a new version of the entry with c's id paid
+// before, as a pending correction brought by source.
+func addCorrection(st *stmts, source int64, c NewEntry, now string) error {
+	data := c.Data
+	if data == nil {
+		var err error
+		if data, err = json.Marshal(c.Entry); err != nil {
+			return err
+		}
+	}
+	res, err := st.exec(`INSERT INTO entry_corrections (entry, source_id, line, content_hash, data, state, created_at)
+		SELECT id, ?, ?, ?, ?, 'pending', ? FROM entries WHERE entry_id = ?`, source, c.Entry.Line, c.Hash, data, now, c.Entry.ID)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fmt.Errorf("correction of entry %s: no such entry", c.Entry.ID)
+	}
+	return nil
+}
+
+// PendingCorrection is a new version of an entry waiting to be applied.
+type PendingCorrection struct {
+	ID       int64
+	Entry    int64 // the entry's row
+	SourceID int64 // the import that brought it
+	Hash     string
+	New      paysync.Entry // Source and Line: where the new version came from
+	Old      paysync.Entry // the version paid now
+	OldHash  string
+}
+
+// PendingCorrections returns up to limit pending corrections, oldest
+// first, one per entry (the entry's latest: an earlier one it overtakes is
+// applied with it).
+func (l *Ledger) PendingCorrections(ctx context.Context, limit int) ([]PendingCorrection, error) {
+	rows, err := l.rdb.QueryContext(ctx, `SELECT c.id, c.entry, c.source_id, c.content_hash, c.data, c.line, s.name, e.data, e.content_hash, e.line, es.name
+		FROM entry_corrections c JOIN sources s ON s.id = c.source_id JOIN entries e ON e.id = c.entry JOIN sources es ON es.id = e.source_id
+		WHERE c.state = 'pending' AND c.id = (SELECT max(c2.id) FROM entry_corrections c2 WHERE c2.entry = c.entry AND c2.state = 'pending')
+		ORDER BY c.id LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: pending corrections: %w", err)
+	}
+	defer rows.Close()
+	var out []PendingCorrection
+	for rows.Next() {
+		var pc PendingCorrection
+		var data, old []byte
+		var line, oldLine int
+		var src, oldSrc string
+		if err := rows.Scan(&pc.ID, &pc.Entry, &pc.SourceID, &pc.Hash, &data, &line, &src, &old, &pc.OldHash, &oldLine, &oldSrc); err != nil {
+			return nil, fmt.Errorf("ledger: pending corrections: %w", err)
+		}
+		if err := json.Unmarshal(data, &pc.New); err != nil {
+			return nil, fmt.Errorf("ledger: pending correction %d: %w", pc.ID, err)
+		}
+		if err := json.Unmarshal(old, &pc.Old); err != nil {
+			return nil, fmt.Errorf("ledger: entry of correction %d: %w", pc.ID, err)
+		}
+		pc.New.Source, pc.New.Line = src, line
+		pc.Old.Source, pc.Old.Line = oldSrc, oldLine
+		out = append(out, pc)
+	}
+	return out, rows.Err()
+}
+
+// SupersedablePart is a pay part that payroll holds or will hold (pending or
+// created, not superseded), with the entries behind it.
+type SupersedablePart struct {
+	Item
+	BatchState paysync.BatchState
+	Entries    []LiveEntry
+}
+
+// LiveEntry is an entry behind a live pay part, as stored.
+type LiveEntry struct {
+	Row   int64 // entries.id
+	Entry paysync.Entry
+}
+
+// PartsOfEntries returns the live pay parts the entries (rows) are in, each
+// with all its entries.
+func (l *Ledger) PartsOfEntries(ctx context.Context, entries []int64) ([]SupersedablePart, error) {
+	keys := make([]string, len(entries))
+	for i, e := range entries {
+		keys[i] = fmt.Sprint(e)
+	}
+	var ids []string
+	seen := map[string]bool{}
+	err := queryIn(ctx, l.rdb, keys, func(in string) string {
+		return `SELECT DISTINCT p.id FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id
+			WHERE pe.entry_id IN (` + in + `) AND p.state IN ('pending', 'created') AND p.superseded_by IS NULL`
+	}, func(rows *sql.Rows) error {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: live pay parts: %w", err)
+	}
+	byID := map[int64]*SupersedablePart{}
+	var out []*SupersedablePart
+	err = queryIn(ctx, l.rdb, ids, func(in string) string {
+		return `SELECT p.id, p.batch_id, p.seq, p.company_id, p.employee_id, p.employee_name, p.code, p.units, p.rate, p.amount, p.description, p.rule,
+				p.state, coalesce(p.payroll_id, ''), b.state, e.id, e.data, e.line, s.name
+			FROM pay_parts p JOIN batches b ON b.id = p.batch_id JOIN pay_part_entries pe ON pe.pay_part_id = p.id
+			JOIN entries e ON e.id = pe.entry_id JOIN sources s ON s.id = e.source_id
+			WHERE p.id IN (` + in + `) ORDER BY p.id, e.id`
+	}, func(rows *sql.Rows) error {
+		var it Item
+		var u, r, a sql.NullString
+		var bs paysync.BatchState
+		var row int64
+		var data []byte
+		var line int
+		var src string
+		if err := rows.Scan(&it.ID, &it.BatchID, &it.Seq, &it.CompanyID, &it.EmployeeID, &it.EmployeeName, &it.Code, &u, &r, &a,
+			&it.Description, &it.Rule, &it.State, &it.PayrollID, &bs, &row, &data, &line, &src); err != nil {
+			return err
+		}
+		lp := byID[it.ID]
+		if lp == nil {
+			it.Units, it.Rate, it.Amount = textDec(u), textDec(r), textDec(a)
+			lp = &SupersedablePart{Item: it, BatchState: bs}
+			byID[it.ID] = lp
+			out = append(out, lp)
+		}
+		var e paysync.Entry
+		if err := json.Unmarshal(data, &e); err != nil {
+			return fmt.Errorf("stored entry %d: %w", row, err)
+		}
+		e.Source, e.Line = src, line
+		lp.Entries = append(lp.Entries, LiveEntry{Row: row, Entry: e})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ledger: live pay parts: %w", err)
+	}
+	res := make([]SupersedablePart, len(out))
+	for i, lp := range out {
+		res[i] = *lp
+	}
+	return res, nil
+}
+
+// Correction is one unit the corrector applies: entries take their new
+// versions, the pay parts they were in are superseded, and the entries of
+// those pay parts are planned again into PayParts (sent after the
+// superseded ones are deleted).
+type Correction struct {
+	SourceID  int64  // the import that brought the corrections
+	CompanyID string // the company of its pay parts (the first, if they are of several)
+	// Pending are the pending corrections applied (every pending one of
+	// their entries up to these is done with them).
+	Pending []PendingCorrection
+	// Status of each corrected entry's new version (by entry row), and
+	// the skip reason.
+	Status map[int64]NewEntryStatus
+	// Supersede are the live pay parts replaced, as read: applying fails
+	// with ErrCorrectionStale if any changed since.
+	Supersede []SupersedablePart
+	// PayParts are the new pay parts; Entries name entries by their row
+	// (PayPartRows[i] for PayParts[i]).
+	PayParts    []paysync.PlannedPayPart
+	PayPartRows [][]int64
+	BatchSize   int
+}
+
+// NewEntryStatus is what a corrected entry's new version mapped to.
+type NewEntryStatus struct {
+	Status paysync.EntryStatus
+	Note   string
+}
+
+// ErrCorrectionStale: what a correction was planned on changed (a batch
+// began sending, a pay part was reverted, another correction came first);
+// plan it again.
+var ErrCorrectionStale = errors.New("ledger: correction: the pay parts it replaces changed; plan it again")
+
+// ApplyCorrection applies c in one transaction and returns the unit's id
+// and its new batches. A superseded pay part never sent is simply not
+// sent (deleted); one payroll holds is marked for the unit's delete, which
+// the sender makes before the unit's batches go out.
+func (l *Ledger) ApplyCorrection(ctx context.Context, c Correction) (unit int64, batches []int64, err error) {
+	if c.BatchSize <= 0 {
+		c.BatchSize = 100
+	}
+	err = l.tx(ctx, "apply correction", func(tx *sql.Tx) error {
+		st := l.stmts(ctx, tx)
+		defer st.close()
+		now := l.ts()
+		for _, p := range c.Pending {
+			var state string
+			if err := st.queryRow(`SELECT state FROM entry_corrections WHERE id = ?`, p.ID).Scan(&state); err != nil {
+				return err
+			}
+			if state != "pending" {
+				return ErrCorrectionStale
+			}
+		}
+		for _, lp := range c.Supersede {
+			var state paysync.PartState
+			var sup sql.NullInt64
+			var bs paysync.BatchState
+			if err := st.queryRow(`SELECT p.state, p.superseded_by, b.state FROM pay_parts p JOIN batches b ON b.id = p.batch_id WHERE p.id = ?`, lp.ID).Scan(&state, &sup, &bs); err != nil {
+				return err
+			}
+			if state != lp.State || sup.Valid || bs == paysync.BatchSending || bs == paysync.BatchReverting {
+				return ErrCorrectionStale
+			}
+		}
+		res, err := st.exec(`INSERT INTO corrections (source_id, company_id, entries, superseded, created_at) VALUES (?, ?, ?, ?, ?)`,
+			c.SourceID, c.CompanyID, len(c.Pending), len(c.Supersede), now)
+		if err != nil {
+			return err
+		}
+		unit, _ = res.LastInsertId()
+		for _, p := range c.Pending {
+			ns := c.Status[p.Entry]
+			if _, err := st.exec(`INSERT INTO entry_versions (entry, source_id, line, content_hash, data, status, correction)
+				SELECT id, source_id, line, content_hash, data, status, ? FROM entries WHERE id = ?`, unit, p.Entry); err != nil {
+				return err
+			}
+			if _, err := st.exec(`UPDATE entries SET source_id = c.source_id, line = c.line, content_hash = c.content_hash, data = c.data, status = ?, note = ?
+				FROM entry_corrections c WHERE c.id = ? AND entries.id = c.entry`, ns.Status, ns.Note, p.ID); err != nil {
+				return err
+			}
+			if _, err := st.exec(`UPDATE entry_corrections SET state = 'applied', correction = ? WHERE entry = ? AND state = 'pending' AND id <= ?`, unit, p.Entry, p.ID); err != nil {
+				return err
+			}
+		}
+		for _, lp := range c.Supersede {
+			if lp.State == paysync.PartPending {
+				// Never sent: it is simply not sent.
+				_, err = st.exec(`UPDATE pay_parts SET state = 'deleted', superseded_by = ?, updated_at = ? WHERE id = ?`, unit, now, lp.ID)
+			} else {
+				_, err = st.exec(`UPDATE pay_parts SET superseded_by = ?, updated_at = ? WHERE id = ?`, unit, now, lp.ID)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		// Per company, in order of first appearance, at most BatchSize each.
+		var companies []string
+		byCompany := map[string][]int{}
+		for i, pp := range c.PayParts {
+			if _, ok := byCompany[pp.CompanyID]; !ok {
+				companies = append(companies, pp.CompanyID)
+			}
+			byCompany[pp.CompanyID] = append(byCompany[pp.CompanyID], i)
+		}
+		if len(companies) == 0 && slices.ContainsFunc(c.Supersede, func(p SupersedablePart) bool { return p.State == paysync.PartCreated }) {
+			// Nothing to create, only to delete (a tombstone): an empty
+			// batch carries the unit's delete to the sender.
+			companies, byCompany[c.CompanyID] = []string{c.CompanyID}, nil
+		}
+		for _, company := range companies {
+			idx := byCompany[company]
+			if len(idx) == 0 {
+				res, err := st.exec(`INSERT INTO batches (company_id, source_id, state, created_at, updated_at, correction_id) VALUES (?, ?, 'pending', ?, ?, ?)`,
+					company, c.SourceID, now, now, unit)
+				if err != nil {
+					return err
+				}
+				bid, _ := res.LastInsertId()
+				batches = append(batches, bid)
+			}
+			for start := 0; start < len(idx); start += c.BatchSize {
+				chunk := idx[start:min(start+c.BatchSize, len(idx))]
+				res, err := st.exec(`INSERT INTO batches (company_id, source_id, state, created_at, updated_at, correction_id) VALUES (?, ?, 'pending', ?, ?, ?)`,
+					company, c.SourceID, now, now, unit)
+				if err != nil {
+					return err
+				}
+				bid, _ := res.LastInsertId()
+				batches = append(batches, bid)
+				for seq, i := range chunk {
+					pp := c.PayParts[i]
+					res, err := st.exec(`INSERT INTO pay_parts (`+payPartCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)`,
+						bid, seq, pp.CompanyID, pp.EmployeeID, pp.EmployeeName, pp.Code, decText(pp.Units), decText(pp.Rate), decText(pp.Amount),
+						pp.Description, pp.Rule, now)
+					if err != nil {
+						return err
+					}
+					pid, _ := res.LastInsertId()
+					for _, row := range c.PayPartRows[i] {
+						if _, err := st.exec(`INSERT OR IGNORE INTO pay_part_entries (pay_part_id, entry_id) VALUES (?, ?)`, pid, row); err != nil {
+							return err
+						}
+					}
+				}
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, ErrCorrectionStale) {
+		return 0, nil, ErrCorrectionStale
+	}
+	return unit, batches, err
+}
+
+// SupersededBy returns the pay parts correction unit replaces that payroll
+// may still hold (created), by batch.
+func (l *Ledger) SupersededBy(ctx context.Context, unit int64) (map[int64][]Item, []int64, error) {
+	rows, err := l.rdb.QueryContext(ctx, `SELECT id, batch_id, company_id, coalesce(payroll_id, ''), coalesce(delete_attempt, 0)
+		FROM pay_parts WHERE superseded_by = ? AND state = 'created' ORDER BY batch_id, id`, unit)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ledger: superseded pay parts: %w", err)
+	}
+	defer rows.Close()
+	out := map[int64][]Item{}
+	var order []int64
+	for rows.Next() {
+		var it Item
+		if err := rows.Scan(&it.ID, &it.BatchID, &it.CompanyID, &it.PayrollID, &it.DeleteAttempt); err != nil {
+			return nil, nil, err
+		}
+		it.State = paysync.PartCreated
+		if _, ok := out[it.BatchID]; !ok {
+			order = append(order, it.BatchID)
+		}
+		out[it.BatchID] = append(out[it.BatchID], it)
+	}
+	return out, order, rows.Err()
+}
+
+// SkipCorrection marks pending corrections that change nothing payroll
+// holds (the entry is back to its paid content, or an earlier one is
+// overtaken) as done without a unit.
+func (l *Ledger) SkipCorrection(ctx context.Context, p PendingCorrection) error {
+	return l.tx(ctx, "skip correction", func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE entry_corrections SET state = 'unchanged' WHERE entry = ? AND state = 'pending' AND id <= ?`, p.Entry, p.ID)
+		return err
+	})
+}
+
+// RejectCorrection records that a correction cannot be applied because of
+// its new version (a problem of the input, r, kept with the source that
+// brought it): the version paid stays.
+func (l *Ledger) RejectCorrection(ctx context.Context, p PendingCorrection, r NewReject) error {
+	return l.tx(ctx, "reject correction", func(tx *sql.Tx) error {
+		now := l.ts()
+		if _, err := tx.ExecContext(ctx, `UPDATE entry_corrections SET state = 'rejected' WHERE entry = ? AND state = 'pending' AND id <= ?`, p.Entry, p.ID); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO rejects (source_id, entry_id, line, field, message, hint, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			p.SourceID, r.EntryID, r.Line, r.Field, r.Message, r.Hint, now)
+		return err
+	})
+}
+
+// BeginSupersedeDelete records, before delete_pay_parts is called, a
+// delete attempt on batch for pay parts a correction replaces. Unlike a
+// revert's, it leaves the batch's state alone: its other pay parts stay.
+func (l *Ledger) BeginSupersedeDelete(ctx context.Context, batchID int64, items int) (int64, error) {
+	var id int64
+	err := l.tx(ctx, "begin supersede delete", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO attempts (batch_id, op, items, started_at) VALUES (?, 'delete', ?, ?)`, batchID, items, l.ts())
+		if err != nil {
+			return err
+		}
+		id, err = res.LastInsertId()
+		return err
+	})
+	return id, err
+}

@@ -1,0 +1,51 @@
+-- Schema version 7.
+-- Corrections: an entry arriving again with the same identity and other
+-- content supersedes the version paid before. Intake records the new
+-- version as a pending correction (with its import, atomically); the
+-- corrector applies it as one unit: the entry's row takes the new content
+-- (the old one kept in entry_versions), the pay parts the old version was
+-- in are superseded (deleted in payroll before anything else of the unit
+-- is sent), and their entries are planned again into a new batch that
+-- waits for those deletes.
+CREATE TABLE entry_corrections (
+  id            INTEGER PRIMARY KEY,
+  entry         INTEGER NOT NULL REFERENCES entries (id),
+  source_id     INTEGER NOT NULL REFERENCES sources (id), -- the import that brought it
+  line          INTEGER NOT NULL,
+  content_hash  TEXT    NOT NULL,
+  data          BLOB    NOT NULL,
+  state         TEXT    NOT NULL CHECK (state IN ('pending', 'applied', 'unchanged', 'rejected')),
+  correction    INTEGER REFERENCES corrections (id),    -- the unit that applied it
+  created_at    TEXT    NOT NULL
+);
+CREATE INDEX entry_corrections_pending ON entry_corrections (entry) WHERE state = 'pending';
+
+-- One unit an operator sees: what it replaced and what it sends instead.
+CREATE TABLE corrections (
+  id            INTEGER PRIMARY KEY,
+  source_id     INTEGER NOT NULL REFERENCES sources (id),
+  company_id    TEXT    NOT NULL,
+  entries       INTEGER NOT NULL,   -- entries corrected
+  superseded    INTEGER NOT NULL,   -- pay parts replaced
+  created_at    TEXT    NOT NULL
+);
+
+-- The versions an entry had before a correction.
+CREATE TABLE entry_versions (
+  id            INTEGER PRIMARY KEY,
+  entry         INTEGER NOT NULL REFERENCES entries (id),
+  source_id     INTEGER NOT NULL REFERENCES sources (id),
+  line          INTEGER NOT NULL,
+  content_hash  TEXT    NOT NULL,
+  data          BLOB    NOT NULL,
+  status        TEXT    NOT NULL,
+  correction    INTEGER NOT NULL REFERENCES corrections (id)
+);
+CREATE INDEX entry_versions_entry ON entry_versions (entry);
+
+-- A pay part a correction replaces: deleted in payroll (or, never sent,
+-- simply not sent) before the correction's batch goes out.
+ALTER TABLE pay_parts ADD COLUMN superseded_by INTEGER REFERENCES corrections (id);
+CREATE INDEX pay_parts_superseded ON pay_parts (superseded_by) WHERE superseded_by IS NOT NULL;
+-- A correction's batch: sent only once the pay parts it replaces are gone.
+ALTER TABLE batches ADD COLUMN correction_id INTEGER REFERENCES corrections (id);

@@ -1,0 +1,225 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/paysync/paysync"
+	"github.com/paysync/paysync/ledger"
+	"github.com/paysync/paysync/mapping"
+	"github.com/shopspring/decimal"
+)
+
+// CorrectionLedger is what a Corrector needs from the ledger.
+type CorrectionLedger interface {
+	PendingCorrections(ctx context.Context, limit int) ([]ledger.PendingCorrection, error)
+	PartsOfEntries(ctx context.Context, entries []int64) ([]ledger.SupersedablePart, error)
+	ApplyCorrection(ctx context.Context, c ledger.Correction) (int64, []int64, error)
+	SkipCorrection(ctx context.Context, p ledger.PendingCorrection) error
+	RejectCorrection(ctx context.Context, p ledger.PendingCorrection, r ledger.NewReject) error
+}
+
+var _ CorrectionLedger = (*ledger.Ledger)(nil)
+
+// Corrector applies the corrections intake recorded: an entry paid before
+// that came again with other content (or as a tombstone) supersedes its
+// earlier version. The pay parts that version is in are replaced: their
+// entries, with the new versions, are mapped and planned again, and a pay
+// part that comes out the same is kept (its payroll id too). The rest is
+// one unit per import: the pay parts replaced are deleted in
+// payroll before the unit's new ones are created (Deliverer).
+type Corrector struct {
+	L         CorrectionLedger
+	Mapper    *mapping.Mapper
+	Rules     *mapping.Rules
+	Wire      mapping.WireChecker
+	BatchSize int
+}
+
+// correctionLimit is how many pending corrections one Run reads.
+const correctionLimit = 500
+
+// Run applies the pending corrections and returns how many units it
+// recorded (batches to send). A unit whose pay parts are in a call right
+// now, or changed while it was planned, waits for the next Run.
+func (c *Corrector) Run(ctx context.Context) (units int, err error) {
+	pcs, err := c.L.PendingCorrections(ctx, correctionLimit)
+	if err != nil || len(pcs) == 0 {
+		return 0, err
+	}
+	var order []int64
+	groups := map[int64][]ledger.PendingCorrection{}
+	for _, pc := range pcs {
+		if _, ok := groups[pc.SourceID]; !ok {
+			order = append(order, pc.SourceID)
+		}
+		groups[pc.SourceID] = append(groups[pc.SourceID], pc)
+	}
+	for _, source := range order {
+		applied, err := c.apply(ctx, source, groups[source])
+		if err != nil {
+			return units, err
+		}
+		if applied {
+			units++
+		}
+	}
+	return units, nil
+}
+
+// apply plans and records one unit.
+func (c *Corrector) apply(ctx context.Context, source int64, pcs []ledger.PendingCorrection) (bool, error) {
+	// A new version that is a problem of the input is refused; the
+	// version paid stays.
+	var ok []ledger.PendingCorrection
+	lines := map[int64][]mapping.Line{} // by entry row
+	status := map[int64]ledger.NewEntryStatus{}
+	for _, pc := range pcs {
+		if pc.Hash == pc.OldHash {
+			if err := c.L.SkipCorrection(ctx, pc); err != nil {
+				return false, err
+			}
+			continue
+		}
+		if pc.New.Deleted {
+			status[pc.Entry] = ledger.NewEntryStatus{Status: paysync.EntrySkipped, Note: "deleted"}
+			ok = append(ok, pc)
+			continue
+		}
+		ls, err := c.Mapper.Map(ctx, pc.New)
+		switch {
+		case err != nil && !mapping.OnlyProblems(err):
+			return false, err // transient: the next Run
+		case err != nil:
+			p := mapping.Flatten(err)[0]
+			if err := c.L.RejectCorrection(ctx, pc, rejectOf(p)); err != nil {
+				return false, err
+			}
+			continue
+		case len(ls) == 0:
+			status[pc.Entry] = ledger.NewEntryStatus{Status: paysync.EntrySkipped, Note: "no pay part"}
+		case ls[0].Skip != "":
+			status[pc.Entry] = ledger.NewEntryStatus{Status: paysync.EntrySkipped, Note: ls[0].Skip}
+		default:
+			status[pc.Entry] = ledger.NewEntryStatus{Status: paysync.EntryMapped}
+			lines[pc.Entry] = ls
+		}
+		ok = append(ok, pc)
+	}
+	if len(ok) == 0 {
+		return false, nil
+	}
+	rows := make([]int64, len(ok))
+	for i, pc := range ok {
+		rows[i] = pc.Entry
+	}
+	parts, err := c.L.PartsOfEntries(ctx, rows)
+	if err != nil {
+		return false, err
+	}
+	for _, p := range parts {
+		if p.BatchState == paysync.BatchSending || p.BatchState == paysync.BatchReverting {
+			return false, nil // in a call now: the next Run
+		}
+	}
+	// The other entries of the replaced pay parts are planned again as
+	// they are stored; the corrected ones with their new lines.
+	planner := mapping.NewPlanner(c.Rules, c.Wire)
+	links := map[int][]int64{}
+	placed := map[int64]bool{}
+	place := func(row int64, ls []mapping.Line) {
+		for _, l := range ls {
+			if l.Skip != "" {
+				continue
+			}
+			i := planner.Place(l)
+			if !slices.Contains(links[i], row) {
+				links[i] = append(links[i], row)
+			}
+		}
+		placed[row] = true
+	}
+	for _, p := range parts {
+		for _, le := range p.Entries {
+			if placed[le.Row] {
+				continue
+			}
+			if _, corrected := status[le.Row]; corrected {
+				place(le.Row, lines[le.Row])
+				continue
+			}
+			ls, err := c.Mapper.Map(ctx, le.Entry)
+			if err != nil && !mapping.OnlyProblems(err) {
+				return false, err
+			}
+			if err != nil {
+				return false, fmt.Errorf("correction: entry %s, paid before, no longer maps: %w", le.Entry.ID, err)
+			}
+			place(le.Row, ls)
+		}
+	}
+	for _, pc := range ok {
+		if !placed[pc.Entry] {
+			place(pc.Entry, lines[pc.Entry])
+		}
+	}
+	// A pay part that comes out as one replaced is kept as it is.
+	keep := map[int]bool{}
+	var newParts []paysync.PlannedPayPart
+	var newRows [][]int64
+	supersede := slices.Clone(parts)
+	for _, pl := range planner.Take(true) {
+		if len(pl.Problems) > 0 {
+			return false, fmt.Errorf("correction: %w", errors.Join(pl.Problems...))
+		}
+		if j := sameAs(supersede, pl.PayPart, links[pl.Index]); j >= 0 {
+			keep[pl.Index] = true
+			supersede = slices.Delete(supersede, j, j+1)
+			continue
+		}
+		newParts = append(newParts, pl.PayPart)
+		newRows = append(newRows, links[pl.Index])
+	}
+	company := ""
+	switch {
+	case len(supersede) > 0:
+		company = supersede[0].CompanyID
+	case len(newParts) > 0:
+		company = newParts[0].CompanyID
+	}
+	_, _, err = c.L.ApplyCorrection(ctx, ledger.Correction{SourceID: source, CompanyID: company, Pending: ok, Status: status,
+		Supersede: supersede, PayParts: newParts, PayPartRows: newRows, BatchSize: c.BatchSize})
+	if errors.Is(err, ledger.ErrCorrectionStale) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// sameAs returns the index of the part among parts that pp (of the entry
+// rows) would replace with the same content, or -1.
+func sameAs(parts []ledger.SupersedablePart, pp paysync.PlannedPayPart, rows []int64) int {
+	for j, p := range parts {
+		if p.CompanyID != pp.CompanyID || p.EmployeeID != pp.EmployeeID || p.Code != pp.Code || p.Rule != pp.Rule ||
+			!sameDec(p.Units, pp.Units) || !sameDec(p.Rate, pp.Rate) || !sameDec(p.Amount, pp.Amount) || len(p.Entries) != len(rows) {
+			continue
+		}
+		same := true
+		for _, le := range p.Entries {
+			if !slices.Contains(rows, le.Row) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return j
+		}
+	}
+	return -1
+}
+
+// sameDec reports whether two optional decimals are equal (exactly).
+func sameDec(a, b decimal.NullDecimal) bool {
+	return a.Valid == b.Valid && (!a.Valid || a.Decimal.Equal(b.Decimal))
+}

@@ -1,0 +1,175 @@
+package worker_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/paysync/paysync/mapping"
+	"github.com/paysync/paysync/payroll/sandbox"
+	"github.com/paysync/paysync/worker"
+)
+
+// payrollParts is payroll's pay parts of the default company as
+// "employee|code|units" → payroll id.
+func (e *env) payrollParts() map[string]string {
+	out := map[string]string{}
+	for _, c := range e.sb.State().Companies {
+		if c.ID != sandbox.CompanyNordlys {
+			continue
+		}
+		for _, p := range c.PayParts {
+			out[p.EmployeeID+"|"+p.Code+"|"+p.Numbers.Units.Decimal.String()] = p.ID
+		}
+	}
+	return out
+}
+
+func entryJSON(id, emp, code, hours string) string {
+	return fmt.Sprintf(`{"id":%q,"employee_id":%q,"date":"2026-11-02","hours":%s,"code":%q}`, id, emp, hours, code)
+}
+
+// TestCorrections_File: an export imported again with an entry changed is
+// a correction: the one pay part it is in is replaced (deleted, then
+// created with the new total), the others keep their payroll ids; the same
+// corrected export again makes no call; a tombstone removes its entry; a
+// tag that moves an entry to another code moves its hours.
+func TestCorrections_File(t *testing.T) {
+	e := setup(t, sandbox.Options{})
+	rules := mapping.DefaultRules()
+	rules.Aggregate = true
+	im := e.importer(t, rules, 100)
+	mette, jonas := sandbox.EmpMetteHansen, sandbox.EmpLarsNielsen
+	export := func(lines ...string) []byte { return []byte(strings.Join(lines, "\n") + "\n") }
+	run := func(name string, payload []byte) worker.Report {
+		t.Helper()
+		sum, err := im.ImportAll(ctx(t), e.led, []worker.Input{fileInput(t, name, payload)}, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		rep := sum.Inputs[0].Report
+		if probs := rep.ProblemList(); len(probs) > 0 || sum.Unfinished > 0 {
+			t.Fatalf("%s: problems %v, unfinished %d", name, probs, sum.Unfinished)
+		}
+		return rep
+	}
+	want := func(step string, parts ...string) map[string]string {
+		t.Helper()
+		got := e.payrollParts()
+		keys := make([]string, 0, len(got))
+		for k := range got {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		slices.Sort(parts)
+		if !slices.Equal(keys, parts) {
+			t.Fatalf("%s: payroll holds %v, want %v", step, keys, parts)
+		}
+		return got
+	}
+
+	run("v1.ndjson", export(entryJSON("e1", mette, "T1", "8"), entryJSON("e2", mette, "T1", "2"), entryJSON("e3", jonas, "T1", "5")))
+	first := want("first import", mette+"|T1|10", jonas+"|T1|5")
+
+	// e1: 8 → 8.5 hours.
+	rep := run("v2.ndjson", export(entryJSON("e1", mette, "T1", "8.5"), entryJSON("e2", mette, "T1", "2"), entryJSON("e3", jonas, "T1", "5")))
+	if rep.Corrections != 1 || rep.Duplicates != 2 {
+		t.Errorf("v2: %d corrections, %d duplicates; want 1 and 2", rep.Corrections, rep.Duplicates)
+	}
+	second := want("after the correction", mette+"|T1|10.5", jonas+"|T1|5")
+	if second[jonas+"|T1|5"] != first[jonas+"|T1|5"] {
+		t.Errorf("the pay part the correction does not touch was replaced")
+	}
+
+	// The same corrected content again, as another file: no call.
+	writes := func() int {
+		r := e.sb.State().Counters.Requests
+		return r["create_pay_parts"] + r["delete_pay_parts"]
+	}
+	calls := writes()
+	rep = run("v2-again.ndjson", export(entryJSON("e2", mette, "T1", "2"), entryJSON("e1", mette, "T1", "8.5"), entryJSON("e3", jonas, "T1", "5")))
+	if rep.Corrections != 0 || rep.Duplicates != 3 {
+		t.Errorf("v2 again: %+v", rep)
+	}
+	if n := writes() - calls; n != 0 {
+		t.Errorf("v2 again: %d calls to payroll, want none", n)
+	}
+	want("v2 again", mette+"|T1|10.5", jonas+"|T1|5")
+
+	// A tombstone removes e2; e3 moves to another code.
+	rep = run("v3.ndjson", export(`{"id":"e2","deleted":true}`, entryJSON("e3", jonas, "SYG", "5")))
+	if rep.Corrections != 2 {
+		t.Errorf("v3: %d corrections, want 2", rep.Corrections)
+	}
+	want("after the tombstone and the new code", mette+"|T1|8.5", jonas+"|SYG|5")
+}
+
+// TestCorrections_Messages: the same for streamed entries: a message with
+// a paid entry changed replaces that entry's pay part through the sending
+// loop (the corrector runs before each look), a tombstone removes one, and
+// the corrected entry again, in another message, makes no call.
+func TestCorrections_Messages(t *testing.T) {
+	e := setup(t, sandbox.Options{})
+	mi := e.messageImporter(t)
+	corr := &worker.Corrector{L: e.led, Mapper: mi.Mapper, Rules: mi.Rules, Wire: mi.Wire, BatchSize: 100}
+	pipe := &worker.Pipeline{L: e.led, D: e.deliverer(e.cl), Correct: corr.Run}
+	mette := sandbox.EmpMetteHansen
+	send := func(step string, bodies ...string) []worker.Report {
+		t.Helper()
+		msgs := make([]worker.Message, len(bodies))
+		for i, b := range bodies {
+			msgs[i] = msg("timesheets.MV8x.toggl", b)
+		}
+		reps, errs, err := mi.Plan(ctx(t), msgs)
+		if err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		for i := range reps {
+			if errs[i] != nil || len(reps[i].ProblemList()) > 0 {
+				t.Fatalf("%s: message %d: %v %v", step, i, errs[i], reps[i].ProblemList())
+			}
+		}
+		if err := pipe.Flush(ctx(t), 0); err != nil {
+			t.Fatalf("%s: flush: %v", step, err)
+		}
+		return reps
+	}
+	holds := func(step string, want ...string) {
+		t.Helper()
+		var got []string
+		for k := range e.payrollParts() {
+			got = append(got, k)
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: payroll holds %v, want %v", step, got, want)
+		}
+	}
+	send("first", entryJSON("m1", mette, "T1", "8"), entryJSON("m2", mette, "T1", "2"))
+	holds("first", mette+"|T1|8", mette+"|T1|2")
+	two := e.payrollParts()[mette+"|T1|2"]
+
+	reps := send("correction", entryJSON("m1", mette, "T1", "8.5"))
+	if reps[0].Corrections != 1 {
+		t.Errorf("correction: %+v", reps[0])
+	}
+	holds("correction", mette+"|T1|8.5", mette+"|T1|2")
+	if e.payrollParts()[mette+"|T1|2"] != two {
+		t.Errorf("the pay part of the entry not corrected was replaced")
+	}
+
+	writes := func() int {
+		r := e.sb.State().Counters.Requests
+		return r["create_pay_parts"] + r["delete_pay_parts"]
+	}
+	before := writes()
+	reps = send("the corrected entry again", `[`+entryJSON("m1", mette, "T1", "8.5")+`]`)
+	if reps[0].Corrections != 0 || reps[0].Duplicates != 1 || writes() != before {
+		t.Errorf("the corrected entry again: %+v, %d calls", reps[0], writes()-before)
+	}
+
+	send("tombstone", `{"id":"m2","deleted":true}`)
+	holds("tombstone", mette+"|T1|8.5")
+}
