@@ -240,7 +240,8 @@ func (l *Ledger) ApplyCorrection(ctx context.Context, c Correction) (unit int64,
 				SELECT id, source_id, line, content_hash, data, status, ? FROM entries WHERE id = ?`, unit, p.Entry); err != nil {
 				return err
 			}
-			if _, err := st.exec(`UPDATE entries SET source_id = c.source_id, line = c.line, content_hash = c.content_hash, data = c.data, status = ?, note = ?
+			if _, err := st.exec(`UPDATE entries SET source_id = c.source_id, line = c.line, content_hash = c.content_hash, data = c.data, status = ?, note = ?,
+					entry_date = coalesce(nullif(json_extract(CAST(c.data AS TEXT), '$.date'), ''), entries.entry_date)
 				FROM entry_corrections c WHERE c.id = ? AND entries.id = c.entry`, ns.Status, ns.Note, p.ID); err != nil {
 				return err
 			}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/paysync/paysync"
 )
@@ -25,7 +26,24 @@ type StreamImport struct {
 	// unsealed when there is none with room) instead of new sealed
 	// batches: streaming sources.
 	Accumulate bool
+	// Statement, when set, makes the import the complete statement of its
+	// origin's entries for its periods (see Statement).
+	Statement *Statement
 }
+
+// Statement is what a period statement removes: the entries of Origin
+// dated in one of Periods that are paid and not in the import are
+// removed, each by a tombstone correction the corrector applies. An
+// import with any problem removes nothing (a row it could not read may
+// be one of them).
+type Statement struct {
+	Origin  string
+	Periods []paysync.Period
+}
+
+// SetStatement makes the import a period statement (see Statement); the
+// periods may be known only once every row is read.
+func (s *StagedImport) SetStatement(st *Statement) { s.in.Statement = st }
 
 // Reject phases: rejects are stored in this order, each phase in the
 // order its rejects were added.
@@ -110,7 +128,7 @@ func (l *Ledger) BeginImport(ctx context.Context, in StreamImport) (*StagedImpor
 	for _, q := range []string{
 		`CREATE TEMP TABLE %sseen (entry_id TEXT PRIMARY KEY) WITHOUT ROWID`,
 		`CREATE TEMP TABLE %sentries (seq INTEGER PRIMARY KEY, entry_id TEXT NOT NULL, line INTEGER NOT NULL, content_hash TEXT NOT NULL,
-			data BLOB NOT NULL, status TEXT NOT NULL, note TEXT NOT NULL)`,
+			data BLOB NOT NULL, status TEXT NOT NULL, note TEXT NOT NULL, origin TEXT NOT NULL, entry_date TEXT NOT NULL)`,
 		`CREATE TEMP TABLE %slinks (entry INTEGER NOT NULL, part INTEGER NOT NULL, PRIMARY KEY (entry, part)) WITHOUT ROWID`,
 		`CREATE TEMP TABLE %sparts (idx INTEGER PRIMARY KEY, company_id TEXT NOT NULL, employee_id TEXT NOT NULL, employee_name TEXT NOT NULL,
 			code TEXT NOT NULL, units TEXT, rate TEXT, amount TEXT, description TEXT NOT NULL, rule TEXT NOT NULL)`,
@@ -253,9 +271,9 @@ func (s *StagedImport) Flush() error {
 			row func(i int) []any
 		}{
 			{len(s.seen), `INSERT OR IGNORE INTO %sseen (entry_id) VALUES (?)`, func(i int) []any { return []any{s.seen[i]} }},
-			{len(s.entries), `INSERT INTO %sentries (seq, entry_id, line, content_hash, data, status, note) VALUES (?, ?, ?, ?, ?, ?, ?)`, func(i int) []any {
+			{len(s.entries), `INSERT INTO %sentries (seq, entry_id, line, content_hash, data, status, note, origin, entry_date) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, func(i int) []any {
 				e := s.entries[i]
-				return []any{e.seq, e.e.Entry.ID, e.e.Entry.Line, e.e.Hash, e.js, e.e.Status, e.e.Note}
+				return []any{e.seq, e.e.Entry.ID, e.e.Entry.Line, e.e.Hash, e.js, e.e.Status, e.e.Note, e.e.Origin, e.e.Entry.Date}
 			}},
 			{len(s.corrections), `INSERT INTO %scorrections (seq, entry_id, line, content_hash, data) VALUES (?, ?, ?, ?, ?)`, func(i int) []any {
 				e := s.corrections[i]
@@ -334,7 +352,7 @@ func (s *StagedImport) Commit(format, hash string, duplicates int, rejected bool
 	if err != nil {
 		return Committed{}, err
 	}
-	return Committed{SourceID: c.source, BatchIDs: c.batchIDs}, nil
+	return Committed{SourceID: c.source, BatchIDs: c.batchIDs, Removed: c.removed}, nil
 }
 
 // PayParts hands fn the staged pay parts that Commit would batch, in
@@ -413,6 +431,7 @@ type importCommit struct {
 	source   int64
 	open     map[string]*openBatch
 	batchIDs []int64
+	removed  int // entries a period statement removes
 }
 
 type openBatch struct {
@@ -460,7 +479,7 @@ func (c *importCommit) run(format, hash string, size int64, first []byte, duplic
 		}
 	}
 	res, err := c.exec(`INSERT INTO entries (`+entryCols+`)
-		SELECT ?, entry_id, line, content_hash, data, status, note FROM %sentries WHERE true ORDER BY seq `+takeAgain, c.source)
+		SELECT ?, entry_id, line, content_hash, data, status, note, origin, entry_date FROM %sentries WHERE true ORDER BY seq `+takeAgain, c.source)
 	if err != nil {
 		return err
 	}
@@ -483,12 +502,38 @@ func (c *importCommit) run(format, hash string, size int64, first []byte, duplic
 			return fmt.Errorf("%d of %d corrections refer to a stored entry", n, s.nCorrections)
 		}
 	}
+	if err := c.statement(); err != nil {
+		return err
+	}
 	if err := c.payParts(); err != nil {
 		return err
 	}
 	_, err = c.exec(`INSERT OR IGNORE INTO pay_part_entries (pay_part_id, entry_id)
 		SELECT p.pay_part, e.id FROM %slinks l JOIN %spay_parts p ON p.idx = l.part JOIN %sentries s ON s.seq = l.entry JOIN entries e ON e.entry_id = s.entry_id`)
 	return err
+}
+
+// statement records a tombstone correction for every entry a period
+// statement no longer has (see Statement).
+func (c *importCommit) statement() error {
+	st := c.s.in.Statement
+	if st == nil || c.s.nRejects > 0 {
+		return nil
+	}
+	for _, p := range st.Periods {
+		res, err := c.exec(`INSERT INTO entry_corrections (entry, source_id, line, content_hash, data, state, created_at)
+			SELECT e.id, ?, 0, 'deleted', json_object('id', e.entry_id, 'deleted', json('true')), 'pending', ? FROM entries e
+			WHERE e.origin = ? AND e.entry_date BETWEEN ? AND ? AND e.status = 'mapped'
+				AND e.entry_id NOT IN (SELECT entry_id FROM %sseen)
+				AND coalesce((SELECT k.content_hash FROM entry_corrections k WHERE k.entry = e.id AND k.state = 'pending' ORDER BY k.id DESC LIMIT 1), '') <> 'deleted'
+			ORDER BY e.id`, c.source, c.now, st.Origin, p.First().Format(time.DateOnly), p.Last().Format(time.DateOnly))
+		if err != nil {
+			return fmt.Errorf("statement %s: %w", p, err)
+		}
+		n, _ := res.RowsAffected()
+		c.removed += int(n)
+	}
+	return nil
 }
 
 // payParts inserts the staged pay parts: per company in order of first

@@ -34,7 +34,10 @@ type NewSource struct {
 
 // NewEntry is an entry of a source with its outcome.
 type NewEntry struct {
-	Entry  paysync.Entry
+	Entry paysync.Entry
+	// Origin is the source the entry is a statement of (the format or
+	// preset name, --source, a NATS subject's source token).
+	Origin string
 	Hash   string // content hash (paysync.EntryHash)
 	Status paysync.EntryStatus
 	Note   string // skip reason
@@ -166,6 +169,7 @@ func (in *ImportIntent) settle() {
 type Committed struct {
 	SourceID int64
 	BatchIDs []int64
+	Removed  int // entries a period statement removes (tombstone corrections)
 }
 
 // CommitImport stores the intent in one transaction: the source and its
@@ -235,14 +239,15 @@ func commitIntent(st *stmts, in ImportIntent, now string, acc *accumulator) (Com
 			if err != nil {
 				return out, err
 			}
-			st.bulk.add("entries", id, out.SourceID, e.Entry.ID, e.Entry.Line, e.Hash, data, e.Status, e.Note)
+			st.bulk.add("entries", id, out.SourceID, e.Entry.ID, e.Entry.Line, e.Hash, data, e.Status, e.Note, e.Origin, e.Entry.Date)
 			ids[e.Entry.ID] = id
 			continue
 		}
 		// An entry seen before but never paid (rejected or skipped) is
 		// taken again with its new content; a paid one never is.
 		var id int64
-		err := st.queryRow(`INSERT INTO entries (`+entryCols+`) VALUES (?, ?, ?, ?, ?, ?, ?) `+takeAgain+` RETURNING id`, out.SourceID, e.Entry.ID, e.Entry.Line, e.Hash, data, e.Status, e.Note).Scan(&id)
+		err := st.queryRow(`INSERT INTO entries (`+entryCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) `+takeAgain+` RETURNING id`,
+			out.SourceID, e.Entry.ID, e.Entry.Line, e.Hash, data, e.Status, e.Note, e.Origin, e.Entry.Date).Scan(&id)
 		if errors.Is(err, sql.ErrNoRows) {
 			return out, fmt.Errorf("entry %s was already paid through an earlier import", e.Entry.ID)
 		}
@@ -327,13 +332,13 @@ func insertSource(st *stmts, kind paysync.SourceKind, name, hash, format string,
 const committedSource = `kind <> 'replay' AND status = 'committed'`
 
 // entryCols are an entry's columns as intake stores them.
-const entryCols = `source_id, entry_id, line, content_hash, data, status, note`
+const entryCols = `source_id, entry_id, line, content_hash, data, status, note, origin, entry_date`
 
 // takeAgain ends an insert of entries: an entry seen before but never
 // paid (rejected or skipped) is taken again with its new content; a paid
 // one never is (the row is not stored: the caller counts).
 const takeAgain = `ON CONFLICT (entry_id) DO UPDATE SET source_id = excluded.source_id, line = excluded.line, content_hash = excluded.content_hash,
-		data = excluded.data, status = excluded.status, note = excluded.note
+		data = excluded.data, status = excluded.status, note = excluded.note, origin = excluded.origin, entry_date = excluded.entry_date
 	WHERE entries.status <> 'mapped'`
 
 // payPartCols are a pay part's columns as intake stores them.

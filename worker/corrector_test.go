@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/mapping"
 	"github.com/paysync/paysync/payroll/sandbox"
 	"github.com/paysync/paysync/worker"
@@ -172,4 +173,75 @@ func TestCorrections_Messages(t *testing.T) {
 
 	send("tombstone", `{"id":"m2","deleted":true}`)
 	holds("tombstone", mette+"|T1|8.5")
+}
+
+// TestCorrections_PeriodStatement: an import given as the complete
+// statement of its source for a period removes the entries of that source
+// and period it no longer has (their pay parts replaced), takes added
+// rows, warns of rows outside the period without importing them, and
+// leaves another source's entries of the same period alone.
+func TestCorrections_PeriodStatement(t *testing.T) {
+	e := setup(t, sandbox.Options{})
+	rules := mapping.DefaultRules()
+	rules.Aggregate = true
+	nov, err := paysync.ParsePeriod("2026-11")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mette, lars := sandbox.EmpMetteHansen, sandbox.EmpLarsNielsen
+	dated := func(id, emp, date, hours string) string {
+		return fmt.Sprintf(`{"id":%q,"employee_id":%q,"date":%q,"hours":%s,"code":"T1"}`, id, emp, date, hours)
+	}
+	run := func(name, origin string, lines ...string) worker.Report {
+		t.Helper()
+		im := e.importer(t, rules, 100)
+		im.Origin, im.Statement = origin, &worker.PeriodStatement{Period: nov}
+		sum, err := im.ImportAll(ctx(t), e.led, []worker.Input{fileInput(t, name, []byte(strings.Join(lines, "\n")+"\n"))}, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		rep := sum.Inputs[0].Report
+		if probs := rep.ProblemList(); len(probs) > 0 || sum.Unfinished > 0 {
+			t.Fatalf("%s: problems %v, unfinished %d", name, probs, sum.Unfinished)
+		}
+		return rep
+	}
+	holds := func(step string, want ...string) {
+		t.Helper()
+		var got []string
+		for k := range e.payrollParts() {
+			got = append(got, k)
+		}
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%s: payroll holds %v, want %v", step, got, want)
+		}
+	}
+	rep := run("nov.ndjson", "",
+		dated("s1", mette, "2026-11-02", "8"), dated("s2", mette, "2026-11-03", "2"), dated("s3", lars, "2026-11-04", "5"),
+		dated("s0", lars, "2026-10-31", "7"))
+	if rep.Outside != 1 || len(rep.Warnings) != 1 || !strings.Contains(rep.Warnings[0], "outside 2026-11") || !strings.Contains(rep.Warnings[0], ":4") {
+		t.Errorf("row outside the period: %d, warnings %v", rep.Outside, rep.Warnings)
+	}
+	run("other.ndjson", "timelog", dated("o1", mette, "2026-11-10", "3"))
+	holds("first statement", mette+"|T1|10", lars+"|T1|5", mette+"|T1|3")
+	five := e.payrollParts()[lars+"|T1|5"]
+
+	// s2 is gone from the statement, s4 is new.
+	rep = run("nov-again.ndjson", "", dated("s1", mette, "2026-11-02", "8"), dated("s3", lars, "2026-11-04", "5"), dated("s4", lars, "2026-11-05", "1"))
+	if rep.Removed != 1 || rep.Duplicates != 2 {
+		t.Errorf("second statement: removed %d, duplicates %d; want 1, 2", rep.Removed, rep.Duplicates)
+	}
+	holds("second statement", mette+"|T1|8", lars+"|T1|5", lars+"|T1|1", mette+"|T1|3")
+	if e.payrollParts()[lars+"|T1|5"] != five {
+		t.Errorf("a pay part the statement does not change was replaced")
+	}
+
+	// The same statement again, as another file: nothing changes.
+	rep = run("nov-third.ndjson", "", dated("s4", lars, "2026-11-05", "1"), dated("s1", mette, "2026-11-02", "8"), dated("s3", lars, "2026-11-04", "5"))
+	if rep.Removed != 0 || rep.Corrections != 0 || rep.Duplicates != 3 {
+		t.Errorf("the same statement again: %+v", rep)
+	}
+	holds("the same statement again", mette+"|T1|8", lars+"|T1|5", lars+"|T1|1", mette+"|T1|3")
 }

@@ -65,9 +65,11 @@ type DaemonConfig struct {
 	Rules        *mapping.Rules
 	Company      string // the configured default company ("": the rules', else the account's current one)
 	BatchSize    int
-	AllOrNothing bool          // the inbox's file policy: nothing of a file with a problem is committed
-	Linger       time.Duration // how long a part-full batch waits for more
-	InFlight     int           // payroll calls in flight at once
+	AllOrNothing bool // the inbox's file policy: nothing of a file with a problem is committed
+	// Statement makes each inbox file a period statement (PAYSYNC_PERIOD).
+	Statement *PeriodStatement
+	Linger    time.Duration // how long a part-full batch waits for more
+	InFlight  int           // payroll calls in flight at once
 
 	// Inbox builds the inbox on the sink the daemon gives it; nil: none.
 	Inbox func(*InboxSink) (InboxSource, error)
@@ -145,7 +147,7 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 	}
 	d.pipe.Init()
 	if cfg.Inbox != nil {
-		d.im = &Importer{L: cfg.Ledger, Rules: cfg.Rules, BatchSize: cfg.BatchSize, AllOrNothing: cfg.AllOrNothing}
+		d.im = &Importer{L: cfg.Ledger, Rules: cfg.Rules, BatchSize: cfg.BatchSize, AllOrNothing: cfg.AllOrNothing, Statement: cfg.Statement}
 		sink := &FileSink{im: d.im, wake: d.pipe.Wake, observe: cfg.Observe}
 		in, err := cfg.Inbox(sink.InboxSink())
 		if err != nil {

@@ -41,6 +41,12 @@ type Importer struct {
 	// inbox's default file policy); otherwise the good entries go ahead
 	// and the problems are recorded as rejects.
 	AllOrNothing bool
+	// Origin is the source the entries are a statement of (paysync import
+	// --source); empty: the format or preset name.
+	Origin string
+	// Statement, when set, makes each input the complete statement of its
+	// origin's entries for a period (paysync import --period).
+	Statement *PeriodStatement
 	// Accumulate adds the pay parts to each company's open batch (sealed
 	// by size or linger) instead of new batches: streaming sources.
 	Accumulate bool
@@ -59,9 +65,15 @@ type Report struct {
 	Duplicates int    `json:"duplicate_entries"`
 	// Corrections counts entries paid before that came with other content
 	// (or as a tombstone): each supersedes its earlier version.
-	Corrections int            `json:"corrections,omitempty"`
-	Skipped     map[string]int `json:"skipped"`
-	Problems    []error        `json:"-"`
+	Corrections int `json:"corrections,omitempty"`
+	// Removed counts the entries a period statement removes (no longer
+	// in it); Outside the rows it does not import (dated outside its
+	// period), Warnings says which (the first DefaultMaxProblems).
+	Removed  int            `json:"removed,omitempty"`
+	Outside  int            `json:"outside_period,omitempty"`
+	Warnings []string       `json:"warnings,omitempty"`
+	Skipped  map[string]int `json:"skipped"`
+	Problems []error        `json:"-"`
 	// ProblemsOmitted counts the problems beyond Importer.MaxProblems that
 	// Problems leaves out (the ledger's rejects hold them all).
 	ProblemsOmitted int     `json:"problems_omitted,omitempty"`
@@ -107,7 +119,7 @@ func (im *Importer) ImportFrom(ctx context.Context, kind paysync.SourceKind, nam
 // applyCorrections applies the corrections an import recorded, before its
 // batches are delivered (a correction's batches are the import's).
 func (im *Importer) applyCorrections(ctx context.Context, rep Report) error {
-	if rep.Corrections == 0 {
+	if rep.Corrections+rep.Removed == 0 {
 		return nil
 	}
 	_, err := im.Corrector().Run(ctx)
@@ -218,6 +230,7 @@ func (im *Importer) stream(ctx context.Context, kind paysync.SourceKind, name st
 	if err := in.failed(name); err != nil {
 		return rep, err
 	}
+	s.step.origin, s.period = cmp.Or(im.Origin, string(format)), im.Statement
 	if err != nil {
 		// Nothing to import: not even a rejected source is recorded.
 		rep.Problems = []error{err}
@@ -248,6 +261,7 @@ func (im *Importer) stream(ctx context.Context, kind paysync.SourceKind, name st
 		}
 		return rep, st.PayParts(preview)
 	}
+	st.SetStatement(s.statement())
 	c, err := st.Commit(string(format), in.sum.Sum(), rep.Duplicates, rejected)
 	if errors.Is(err, ledger.ErrDuplicateSource) {
 		// Committed meanwhile (or, for input that cannot seek, before).
@@ -261,7 +275,7 @@ func (im *Importer) stream(ctx context.Context, kind paysync.SourceKind, name st
 		rep.RejectedAs = c.SourceID
 		return rep, nil
 	}
-	rep.ImportID, rep.Batches = c.SourceID, c.BatchIDs
+	rep.ImportID, rep.Batches, rep.Removed = c.SourceID, c.BatchIDs, c.Removed
 	return rep, nil
 }
 

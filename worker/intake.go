@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/ledger"
@@ -31,6 +32,7 @@ type entryStep struct {
 	name    string // the source's name, for problems
 	unit    string // "file" or "message", for problems
 	fix     string // who fixes a duplicate id: "the export", "the publisher"
+	origin  string // the source the entries are a statement of (stored with each)
 }
 
 // entryVerdict is what becomes of an entry.
@@ -94,17 +96,17 @@ func (s *entryStep) take(ctx context.Context, e paysync.Entry, known map[string]
 		if k.Status == paysync.EntryMapped {
 			// A correction: it supersedes the version paid (the
 			// corrector replaces the pay parts it is in).
-			return entryOutcome{verdict: entryCorrection, row: ledger.NewEntry{Entry: e, Hash: h, Data: data, Status: paysync.EntryMapped}}, nil
+			return entryOutcome{verdict: entryCorrection, row: ledger.NewEntry{Entry: e, Hash: h, Data: data, Status: paysync.EntryMapped, Origin: s.origin}}, nil
 		}
 	}
 	if e.Deleted {
 		// A tombstone of an entry never paid: nothing to remove. Stored
 		// (skipped), so that the entry arriving later is taken.
 		return entryOutcome{verdict: entryTake, skip: "deleted",
-			row: ledger.NewEntry{Entry: e, Hash: h, Data: data, Status: paysync.EntrySkipped, Note: "deleted"}}, nil
+			row: ledger.NewEntry{Entry: e, Hash: h, Data: data, Status: paysync.EntrySkipped, Note: "deleted", Origin: s.origin}}, nil
 	}
 	out, err := mapEntry(ctx, s.mapper, e)
-	out.row.Entry, out.row.Hash, out.row.Data = e, h, data
+	out.row.Entry, out.row.Hash, out.row.Data, out.row.Origin = e, h, data, s.origin
 	return out, err
 }
 
@@ -159,6 +161,11 @@ type sourceIntake struct {
 	allOrNothing bool
 	rep          *Report
 	probs        *problemLog
+	// period, for a period statement: an entry dated outside it is not
+	// taken (a warning); periods collects the statement's periods (the
+	// fixed one, or each row's under a derived kind).
+	period  *PeriodStatement
+	periods map[paysync.Period]bool
 }
 
 func newSourceIntake(step entryStep, w intakeWriter, rules *mapping.Rules, wire mapping.WireChecker, rep *Report, allOrNothing bool, maxProblems int) *sourceIntake {
@@ -211,11 +218,67 @@ func (s *sourceIntake) read(ctx context.Context, rd mapping.Reader, chunk []pays
 // entry takes one entry through the step and records the outcome (and,
 // without aggregation, its pay parts).
 func (s *sourceIntake) entry(ctx context.Context, e paysync.Entry, known map[string]ledger.KnownEntry, seenBefore func(string) bool) error {
+	if !s.inPeriod(e) {
+		return nil
+	}
 	out, err := s.step.take(ctx, e, known, seenBefore)
 	if err != nil {
 		return err
 	}
 	return s.record(out)
+}
+
+// inPeriod reports whether a period statement takes e: an entry dated
+// outside its period is a warning, not imported. A tombstone (no date)
+// and an entry without a statement are always taken.
+func (s *sourceIntake) inPeriod(e paysync.Entry) bool {
+	if s.period == nil || e.Deleted {
+		return true
+	}
+	p, ok := s.period.Period, !s.period.Period.IsZero()
+	if !ok {
+		var err error
+		if p, err = paysync.PeriodOf(s.period.Kind, e.Date); err != nil {
+			return true // not a date: the step says so
+		}
+	}
+	if !p.Contains(e.Date) {
+		s.rep.Outside++
+		if len(s.rep.Warnings) < DefaultMaxProblems {
+			s.rep.Warnings = append(s.rep.Warnings, fmt.Sprintf("%s: entry %s: dated %s, outside %s: not imported", e.Where(), e.ID, e.Date, p))
+		}
+		return false
+	}
+	if s.periods == nil {
+		s.periods = map[paysync.Period]bool{}
+	}
+	s.periods[p] = true
+	return true
+}
+
+// statement is the ledger's statement of a period import (nil without).
+func (s *sourceIntake) statement() *ledger.Statement {
+	if s.period == nil {
+		return nil
+	}
+	st := &ledger.Statement{Origin: s.step.origin}
+	if !s.period.Period.IsZero() {
+		st.Periods = []paysync.Period{s.period.Period}
+		return st
+	}
+	for p := range s.periods {
+		st.Periods = append(st.Periods, p)
+	}
+	slices.SortFunc(st.Periods, func(a, b paysync.Period) int { return a.First().Compare(b.First()) })
+	return st
+}
+
+// PeriodStatement makes an import the complete statement of its origin's
+// entries for a period: entries of that origin and period no longer in it
+// are removed from payroll, rows dated outside it are warnings.
+type PeriodStatement struct {
+	Period paysync.Period     // a fixed period, or (zero)
+	Kind   paysync.PeriodKind // each row's period (month, week): the statement covers those
 }
 
 // record records the step's outcome for one entry.

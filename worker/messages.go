@@ -43,6 +43,9 @@ type Message struct {
 	// of every entry in the message: an entry without company_id takes it,
 	// and one that names another company is a problem.
 	Company string
+	// Origin is the source the message's entries come from (NATS: the
+	// subject's source token), stored with each entry.
+	Origin  string
 	Payload []byte
 	// Received is when the message entered the system (NATS: when the
 	// stream stored it); a batch's linger counts from its first entry's.
@@ -167,7 +170,7 @@ type msgRun struct {
 // {"entries": [...]}); a message that is not JSON at all is a problem.
 func (mi *MessageImporter) read(ctx context.Context, m Message, rep *Report) *msgRun {
 	r := &msgRun{in: &ledger.ImportIntent{}}
-	step := entryStep{mapper: mi.Mapper, company: m.Company, name: m.Name, unit: "message", fix: "the publisher"}
+	step := entryStep{mapper: mi.Mapper, company: m.Company, name: m.Name, unit: "message", fix: "the publisher", origin: m.Origin}
 	// A message is all or nothing: one with any problem is refused.
 	r.s = newSourceIntake(step, r.in, mi.Rules, mi.Wire, rep, true, 0)
 	rd, _, err := mapping.NewReader(m.Name, bytes.NewReader(m.Payload), mapping.ReadOptions{Format: mapping.FormatJSON})

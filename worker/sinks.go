@@ -70,7 +70,7 @@ func (s *MessageSink) CommitBatch(ctx context.Context, ms []stream.Message) []st
 func (s *MessageSink) PrepareBatch(ctx context.Context, ms []stream.Message) func(context.Context) []stream.Result {
 	in := make([]Message, len(ms))
 	for i, m := range ms {
-		in[i] = Message{Kind: paysync.SourceNATS, Name: m.Subject, Company: stream.CompanyOf(m.Subject), Payload: m.Data, Received: m.Stored}
+		in[i] = Message{Kind: paysync.SourceNATS, Name: m.Subject, Company: stream.CompanyOf(m.Subject), Origin: stream.SourceOf(m.Subject), Payload: m.Data, Received: m.Stored}
 	}
 	g, err := s.mi.Prepare(ctx, in)
 	return func(ctx context.Context) []stream.Result {

@@ -73,7 +73,7 @@ func runDemo(ctx context.Context, args []string, io stdio, _ lookupEnv) error {
 		return err
 	}
 	step(1, "dry run: what the Toggl export would become (paysync import --dry-run)")
-	rep, err := planImport(ctx, s, rules, "", []string{export}, mapping.ReadOptions{}, nil, io.err)
+	rep, err := planImport(ctx, s, rules, "", []string{export}, mapping.ReadOptions{}, importScope{}, nil, io.err)
 	if err != nil {
 		return err
 	}
@@ -82,12 +82,12 @@ func runDemo(ctx context.Context, args []string, io stdio, _ lookupEnv) error {
 	}
 
 	step(2, "import it: ledger first, then create_pay_parts (paysync import)")
-	if err := sendImport(ctx, s, rules, []string{export}, mapping.ReadOptions{}, false, io); err != nil {
+	if err := sendImport(ctx, s, rules, []string{export}, mapping.ReadOptions{}, importScope{}, false, io); err != nil {
 		return err
 	}
 	step(3, "import it again: a duplicate, nothing is sent")
 	before := sb.State().Counters.Requests["create_pay_parts"]
-	if err := sendImport(ctx, s, rules, []string{export}, mapping.ReadOptions{}, false, io); err != nil {
+	if err := sendImport(ctx, s, rules, []string{export}, mapping.ReadOptions{}, importScope{}, false, io); err != nil {
 		return err
 	}
 	if after := sb.State().Counters.Requests["create_pay_parts"]; after != before {

@@ -30,6 +30,8 @@ type importFlags struct {
 	decimalComma bool
 	dateFormat   string
 	noAggregate  bool
+	period       string
+	source       string
 }
 
 func (f *importFlags) register(fs *flag.FlagSet, cfg *config) {
@@ -42,7 +44,30 @@ func (f *importFlags) register(fs *flag.FlagSet, cfg *config) {
 	fs.BoolVar(&f.decimalComma, "decimal-comma", false, "numbers use a decimal comma (7,5)")
 	fs.StringVar(&f.dateFormat, "date-format", "", "date format of CSV files, e.g. DD/MM/YYYY (default YYYY-MM-DD)")
 	fs.BoolVar(&f.noAggregate, "no-aggregate", false, "one pay part per entry instead of sums per employee × code × rate")
+	fs.StringVar(&f.period, "period", "", "the file is the complete statement of its source's entries for PERIOD (2026-11, 2026-W45 or 2026-11-02..2026-11-15): entries of that source and period no longer in it are removed from payroll, rows dated outside it are warnings")
+	fs.StringVar(&f.source, "source", "", "the source the file is a statement of (default: the format or preset name)")
 }
+
+// scope is the Importer's origin and period statement the flags ask for.
+func (f *importFlags) scope() (importScope, error) {
+	sc := importScope{origin: f.source}
+	if f.period != "" {
+		p, err := paysync.ParsePeriod(f.period)
+		if err != nil {
+			return sc, usagef("import: --period: %v", err)
+		}
+		sc.statement = &worker.PeriodStatement{Period: p}
+	}
+	return sc, nil
+}
+
+// importScope is what an import is a statement of (--source, --period).
+type importScope struct {
+	origin    string
+	statement *worker.PeriodStatement
+}
+
+func (sc importScope) apply(im *worker.Importer) { im.Origin, im.Statement = sc.origin, sc.statement }
 
 func (f *importFlags) readOptions() (mapping.ReadOptions, error) {
 	o := mapping.ReadOptions{Format: mapping.Format(f.format), DecimalComma: f.decimalComma, DateFormat: f.dateFormat}
@@ -74,6 +99,7 @@ type importReport struct {
 	PayParts       []paysync.PlannedPayPart `json:"pay_parts"`
 	Problems       []problemJSON            `json:"problems"`
 	ImportedBefore []importedBefore         `json:"imported_before,omitempty"` // files of the same content imported before: nothing of them again
+	Warnings       []string                 `json:"warnings,omitempty"`        // rows a period statement does not import
 	Summary        importSummary            `json:"summary"`
 }
 
@@ -108,6 +134,9 @@ type importSummary struct {
 	// (or as tombstones): the import would replace the pay parts they are
 	// in (not in the pay parts listed).
 	Corrections int `json:"corrections,omitempty"`
+	// Outside counts rows a period statement does not import (dated
+	// outside its period; Warnings names them).
+	Outside int `json:"outside_period,omitempty"`
 	// ProblemsOmitted counts problems beyond the first 1,000 of a file,
 	// not listed (Problems counts them).
 	ProblemsOmitted int `json:"problems_omitted,omitempty"`
@@ -136,6 +165,10 @@ func runImport(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	if err != nil {
 		return err
 	}
+	scope, err := f.scope()
+	if err != nil {
+		return err
+	}
 	rules, err := loadRulesFile(f.rules)
 	if err != nil {
 		return err
@@ -156,7 +189,7 @@ func runImport(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	}
 	defer s.Close()
 	if !f.dryRun {
-		return sendImport(ctx, s, rules, files, opts, f.asJSON, io)
+		return sendImport(ctx, s, rules, files, opts, scope, f.asJSON, io)
 	}
 	if s.led == nil {
 		led, done, err := cfg.previewLedger(ctx)
@@ -166,7 +199,7 @@ func runImport(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 		defer done()
 		s.led = led
 	}
-	rep, err := planImport(ctx, s, rules, cfg.CompanyID, files, opts, io.in, io.err)
+	rep, err := planImport(ctx, s, rules, cfg.CompanyID, files, opts, scope, io.in, io.err)
 	if err != nil {
 		return err
 	}
@@ -189,7 +222,7 @@ func runImport(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 // then dropped. Nothing is committed or sent. What stays in memory is the
 // report: the pay parts with their entry references. Meta and employees
 // are fetched once for the run.
-func planImport(ctx context.Context, s *session, rules *mapping.Rules, company string, files []string, opts mapping.ReadOptions, stdin io.Reader, stderr io.Writer) (importReport, error) {
+func planImport(ctx context.Context, s *session, rules *mapping.Rules, company string, files []string, opts mapping.ReadOptions, scope importScope, stdin io.Reader, stderr io.Writer) (importReport, error) {
 	w := s.commandWaiter(stderr)
 	schema, company, err := startupReads(ctx, w, s.cl, rules, company, func(string) {})
 	if err != nil {
@@ -201,6 +234,7 @@ func planImport(ctx context.Context, s *session, rules *mapping.Rules, company s
 	}
 	im := &worker.Importer{L: s.led, Mapper: mapping.NewMapper(rules, cache, schema, company), Rules: rules, Wire: schema,
 		Read: opts, BatchSize: s.cfg.BatchSize}
+	scope.apply(im)
 	rep := importReport{Summary: importSummary{Skipped: map[string]int{}}}
 	results, err := im.PreviewAll(ctx, inputsOf(files, stdin), func(pp paysync.PlannedPayPart) error {
 		rep.PayParts = append(rep.PayParts, pp)
@@ -225,6 +259,8 @@ func planImport(ctx context.Context, s *session, rules *mapping.Rules, company s
 		rep.Summary.Mapped += r.Mapped
 		rep.Summary.AlreadyImported += r.Duplicates
 		rep.Summary.Corrections += r.Corrections
+		rep.Summary.Outside += r.Outside
+		rep.Warnings = append(rep.Warnings, r.Warnings...)
 		for k, v := range r.Skipped {
 			rep.Summary.Skipped[k] += v
 		}
@@ -363,6 +399,9 @@ func writeImportReport(w io.Writer, rep importReport) error {
 		}
 		fmt.Fprintf(w, "%s paid before with other content: a correction; the import would replace the pay parts %s in (not listed above)\n",
 			plural(s.Corrections, "entry is", "entries are"), they)
+	}
+	for _, w2 := range rep.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", w2)
 	}
 	for _, d := range rep.ImportedBefore {
 		when := ""

@@ -75,6 +75,7 @@ func newDaemon(cfg *config, s *session, rules *mapping.Rules, rm *runMetrics, on
 	dc := worker.DaemonConfig{Ledger: s.led, Payroll: s.cl, Deliverer: dl, TokenRevoked: s.cl.Tokens().Revoked,
 		Rules: rules, Company: cfg.CompanyID, BatchSize: cfg.BatchSize, AllOrNothing: cfg.FilePolicy == "all-or-nothing",
 		Linger: cfg.BatchLinger, InFlight: cfg.InFlight, Observe: rm.observe, Logger: log, Now: time.Now}
+	dc.Statement, _ = cfg.inboxStatement() // checked by validateRun
 	var in *inbox.Inbox
 	if cfg.Inbox != "" {
 		ic := inbox.Config{Dir: cfg.Inbox, Schedule: cfg.Schedule, Policy: inbox.Policy(cfg.FilePolicy), Logger: log}

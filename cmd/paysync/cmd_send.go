@@ -95,7 +95,7 @@ type sendSummary struct {
 
 // sendImport imports files for real: intent first, then delivery
 // (worker.Importer.ImportAll).
-func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []string, opts mapping.ReadOptions, asJSON bool, io stdio) error {
+func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []string, opts mapping.ReadOptions, scope importScope, asJSON bool, io stdio) error {
 	// The start-up reads wait out a short payroll outage (429, 5xx, token
 	// endpoint), up to PAYSYNC_STARTUP_TIMEOUT in all; whatever an earlier
 	// run left in flight is settled before new work, and the batches it
@@ -115,6 +115,7 @@ func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []s
 		return err
 	}
 	im := &worker.Importer{L: s.led, D: d, Mapper: mapper, Rules: rules, Wire: schema, Read: opts, BatchSize: s.cfg.BatchSize}
+	scope.apply(im)
 	res, runErr := im.ImportAll(ctx, s.led, inputsOf(files, io.in), prog.add)
 	prog.done()
 	sum := sendSummary{Batches: res.Batches, Unfinished: res.Unfinished, Problems: []problemJSON{}}
@@ -212,6 +213,16 @@ func writeSendSummary(w io.Writer, sum sendSummary) {
 		}
 		fmt.Fprintf(w, "%s: import %d: %d entries, %d duplicates, %d skipped; %d pay parts in batches %v\n",
 			r.Source, r.ImportID, r.Entries, r.Duplicates, countSkipped(r.Skipped), r.PayParts, r.Batches)
+		if r.Corrections+r.Removed > 0 {
+			fmt.Fprintf(w, "%s: %s changed since paid, %s no longer in the statement: their pay parts replaced (paysync corrections --import %d)\n",
+				r.Source, plural(r.Corrections, "entry", "entries"), plural(r.Removed, "entry", "entries"), r.ImportID)
+		}
+		for _, wa := range r.Warnings {
+			fmt.Fprintf(w, "warning: %s\n", wa)
+		}
+		if r.Outside > len(r.Warnings) {
+			fmt.Fprintf(w, "warning: … and %d more rows outside the period, not imported\n", r.Outside-len(r.Warnings))
+		}
 	}
 	fmt.Fprintf(w, "\nsummary: %d pay parts created (%d found by reconciliation), %d rejected by payroll, %d problems, %d batches (%d unfinished), %d API calls\n",
 		sum.Created, sum.Reconciled, sum.Rejected, len(sum.Problems)+sum.ProblemsOmitted, sum.Batches, sum.Unfinished, sum.APICalls)

@@ -13,8 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/ledger"
 	"github.com/paysync/paysync/payroll"
+	"github.com/paysync/paysync/worker"
 	"github.com/paysync/paysync/worker/stream"
 	"github.com/sethvargo/go-envconfig"
 )
@@ -59,9 +61,13 @@ type config struct {
 	StartupTimeout time.Duration `env:"PAYSYNC_STARTUP_TIMEOUT, default=1m"`
 
 	// The daemon (paysync run).
-	Inbox          string        `env:"PAYSYNC_INBOX"`
-	Schedule       string        `env:"PAYSYNC_SCHEDULE, default=@every 1m"`
-	FilePolicy     string        `env:"PAYSYNC_FILE_POLICY, default=all-or-nothing"`
+	Inbox      string `env:"PAYSYNC_INBOX"`
+	Schedule   string `env:"PAYSYNC_SCHEDULE, default=@every 1m"`
+	FilePolicy string `env:"PAYSYNC_FILE_POLICY, default=all-or-nothing"`
+	// Period makes each inbox file the complete statement of its source's
+	// entries for a period: a fixed one (2026-11, 2026-W45, a day range)
+	// or each row's month or week ("month", "week").
+	Period         string        `env:"PAYSYNC_PERIOD"`
 	BatchLinger    time.Duration `env:"PAYSYNC_BATCH_LINGER, default=2s"`
 	RateLimit      float64       `env:"PAYSYNC_RATE_LIMIT, default=20"`
 	InFlight       int           `env:"PAYSYNC_IN_FLIGHT, default=4"`
@@ -260,10 +266,29 @@ func (c *config) validateRun() error {
 	if c.FilePolicy != "all-or-nothing" && c.FilePolicy != "partial" {
 		return usagef("config: PAYSYNC_FILE_POLICY: %q is not all-or-nothing or partial", c.FilePolicy)
 	}
+	if _, err := c.inboxStatement(); err != nil {
+		return err
+	}
 	if c.BatchLinger < 0 || c.RateLimit <= 0 || c.ShutdownGrace <= 0 || c.InFlight < 1 {
 		return usagef("config: PAYSYNC_BATCH_LINGER, PAYSYNC_RATE_LIMIT, PAYSYNC_IN_FLIGHT and PAYSYNC_SHUTDOWN_GRACE must be positive")
 	}
 	return nil
+}
+
+// inboxStatement is PAYSYNC_PERIOD as the inbox's period statement (nil:
+// files are not statements).
+func (c *config) inboxStatement() (*worker.PeriodStatement, error) {
+	if c.Period == "" {
+		return nil, nil
+	}
+	if k, err := paysync.ParsePeriodKind(c.Period); err == nil {
+		return &worker.PeriodStatement{Kind: k}, nil
+	}
+	p, err := paysync.ParsePeriod(c.Period)
+	if err != nil {
+		return nil, usagef("config: PAYSYNC_PERIOD: %v, or month or week (each row's)", err)
+	}
+	return &worker.PeriodStatement{Period: p}, nil
 }
 
 // streamConfig is the NATS source of `paysync run`.

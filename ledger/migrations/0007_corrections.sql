@@ -49,3 +49,12 @@ ALTER TABLE pay_parts ADD COLUMN superseded_by INTEGER REFERENCES corrections (i
 CREATE INDEX pay_parts_superseded ON pay_parts (superseded_by) WHERE superseded_by IS NOT NULL;
 -- A correction's batch: sent only once the pay parts it replaces are gone.
 ALTER TABLE batches ADD COLUMN correction_id INTEGER REFERENCES corrections (id);
+
+-- An entry's origin (the source it is a statement of: the format or
+-- preset name, --source, or a NATS subject's source token) and its date,
+-- for period statements and the periods view.
+ALTER TABLE entries ADD COLUMN origin TEXT NOT NULL DEFAULT '';
+ALTER TABLE entries ADD COLUMN entry_date TEXT NOT NULL DEFAULT '';
+UPDATE entries SET entry_date = coalesce(json_extract(CAST(data AS TEXT), '$.date'), ''),
+  origin = coalesce((SELECT s.format FROM sources s WHERE s.id = entries.source_id AND s.kind IN ('file', 'stdin')), '');
+CREATE INDEX entries_origin_date ON entries (origin, entry_date);

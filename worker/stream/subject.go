@@ -47,6 +47,17 @@ func CompanyOf(subject string) string {
 	return ""
 }
 
+// SourceOf returns the source of an entry subject built by Subject: its
+// last token ("timesheets.MV8x.toggl" → "toggl"), "" for a subject with
+// fewer than three tokens.
+func SourceOf(subject string) string {
+	tokens := strings.Split(subject, ".")
+	if len(tokens) < 3 {
+		return ""
+	}
+	return tokens[len(tokens)-1]
+}
+
 // FilterTakesCompany reports whether the consumer filter matches some
 // entry subject <prefix>.<company>.<source>: the company is the second
 // token ('*' is one token, '>' the rest). The prefix is not checked (the
