@@ -335,11 +335,21 @@ const committedSource = `kind <> 'replay' AND status = 'committed'`
 const entryCols = `source_id, entry_id, line, content_hash, data, status, note, origin, entry_date`
 
 // takeAgain ends an insert of entries: an entry seen before but never
-// paid (rejected or skipped) is taken again with its new content; a paid
-// one never is (the row is not stored: the caller counts).
+// paid (rejected or skipped), or paid and no longer in payroll (reverted,
+// refused), is taken again with its new content; one payroll holds never
+// is (the row is not stored: the caller counts).
 const takeAgain = `ON CONFLICT (entry_id) DO UPDATE SET source_id = excluded.source_id, line = excluded.line, content_hash = excluded.content_hash,
 		data = excluded.data, status = excluded.status, note = excluded.note, origin = excluded.origin, entry_date = excluded.entry_date
-	WHERE entries.status <> 'mapped'`
+	WHERE entries.status <> 'mapped' OR NOT ` + liveEntryOf
+
+// liveEntry is whether entry e has a live pay part (pending or created,
+// not replaced by a correction).
+const liveEntry = `EXISTS (SELECT 1 FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id
+	WHERE pe.entry_id = e.id AND p.state IN ('pending', 'created') AND p.superseded_by IS NULL)`
+
+// liveEntryOf is liveEntry in an upsert of entries.
+const liveEntryOf = `EXISTS (SELECT 1 FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id
+	WHERE pe.entry_id = entries.id AND p.state IN ('pending', 'created') AND p.superseded_by IS NULL)`
 
 // payPartCols are a pay part's columns as intake stores them.
 const payPartCols = `batch_id, seq, company_id, employee_id, employee_name, code, units, rate, amount, description, rule, state, updated_at`
@@ -520,7 +530,11 @@ func (l *Ledger) SourcePayload(ctx context.Context, id int64) ([]byte, error) {
 
 // KnownEntry is an entry id already in the ledger.
 type KnownEntry struct {
-	Status     paysync.EntryStatus
+	Status paysync.EntryStatus
+	// Live: a pay part of the entry is pending or created (and not
+	// replaced). A mapped entry that is not (reverted, or refused by
+	// payroll) is taken again when it comes again.
+	Live       bool
 	Hash       string
 	SourceID   int64
 	SourceName string
@@ -534,12 +548,13 @@ func (l *Ledger) LookupEntries(ctx context.Context, ids []string) (map[string]Kn
 		// A correction not yet applied is the entry's latest content: the
 		// same corrected input again is a duplicate.
 		return `SELECT e.entry_id, e.status, coalesce((SELECT c.content_hash FROM entry_corrections c WHERE c.entry = e.id AND c.state = 'pending'
-				ORDER BY c.id DESC LIMIT 1), e.content_hash), s.id, s.name, s.received_at FROM entries e JOIN sources s ON s.id = e.source_id
+				ORDER BY c.id DESC LIMIT 1), e.content_hash), s.id, s.name, s.received_at, ` + liveEntry + `
+			FROM entries e JOIN sources s ON s.id = e.source_id
 			WHERE e.entry_id IN (` + in + `)`
 	}, func(rows *sql.Rows) error {
 		var id, at string
 		var k KnownEntry
-		if err := rows.Scan(&id, &k.Status, &k.Hash, &k.SourceID, &k.SourceName, &at); err != nil {
+		if err := rows.Scan(&id, &k.Status, &k.Hash, &k.SourceID, &k.SourceName, &at, &k.Live); err != nil {
 			return err
 		}
 		k.ImportedAt = parseTS(at)

@@ -245,3 +245,39 @@ func TestCorrections_PeriodStatement(t *testing.T) {
 	}
 	holds("the same statement again", mette+"|T1|8", lars+"|T1|5", lars+"|T1|1", mette+"|T1|3")
 }
+
+// TestCorrections_AfterRevert: after its import is reverted, a corrected
+// export pays every entry again (the changed one with its new content), not
+// only the changed one: entries no longer in payroll are not "in the
+// ledger already".
+func TestCorrections_AfterRevert(t *testing.T) {
+	e := setup(t, sandbox.Options{})
+	rules := mapping.DefaultRules()
+	rules.Aggregate = true
+	im := e.importer(t, rules, 100)
+	mette, lars := sandbox.EmpMetteHansen, sandbox.EmpLarsNielsen
+	v1 := entryJSON("r1", mette, "T1", "8") + "\n" + entryJSON("r2", mette, "T1", "2") + "\n" + entryJSON("r3", lars, "T1", "5") + "\n"
+	sum, err := im.ImportAll(ctx(t), e.led, []worker.Input{fileInput(t, "v1.ndjson", []byte(v1))}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.deliverer(e.cl).Revert(ctx(t), sum.Inputs[0].Report.Batches); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.payrollParts()); n != 0 {
+		t.Fatalf("after the revert payroll holds %d pay parts", n)
+	}
+	v2 := entryJSON("r1", mette, "T1", "8.5") + "\n" + entryJSON("r2", mette, "T1", "2") + "\n" + entryJSON("r3", lars, "T1", "5") + "\n"
+	sum, err = im.ImportAll(ctx(t), e.led, []worker.Input{fileInput(t, "v2.ndjson", []byte(v2))}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := sum.Inputs[0].Report
+	if rep.Duplicates != 0 || rep.Corrections != 0 || rep.Mapped != 3 {
+		t.Errorf("corrected export after the revert: %+v; want its 3 entries taken again", rep)
+	}
+	got := e.payrollParts()
+	if len(got) != 2 || got[mette+"|T1|10.5"] == "" || got[lars+"|T1|5"] == "" {
+		t.Errorf("payroll holds %v, want Mette's 10.5 and Lars's 5", got)
+	}
+}

@@ -89,7 +89,9 @@ func (s *entryStep) take(ctx context.Context, e paysync.Entry, known map[string]
 		return refused(&mapping.Problem{Source: e.Source, Line: e.Line, EntryID: e.ID, Field: "id",
 			Msg: "duplicate entry id in this " + s.unit, Hint: "entry ids must be unique; fix " + s.fix}), nil
 	}
-	if k, ok := known[key]; ok && k.Status != paysync.EntryRejected {
+	// A paid entry no longer in payroll (reverted, refused) is taken
+	// again, whatever its content.
+	if k, ok := known[key]; ok && k.Status != paysync.EntryRejected && (k.Live || k.Status != paysync.EntryMapped) {
 		if k.Hash == h || (asSent != "" && k.Hash == asSent) {
 			return entryOutcome{verdict: entryDuplicate}, nil
 		}

@@ -214,10 +214,10 @@ func (mi *MessageImporter) plan(ctx context.Context, m Message, hash string, r *
 		return in, nil
 	}
 	for _, ne := range in.Entries {
-		seen[ne.Entry.Key()] = ledger.KnownEntry{Status: ne.Status, Hash: ne.Hash, SourceName: m.Name}
+		seen[ne.Entry.Key()] = ledger.KnownEntry{Status: ne.Status, Hash: ne.Hash, SourceName: m.Name, Live: ne.Status == paysync.EntryMapped}
 	}
 	for _, ne := range in.Corrections {
-		seen[ne.Entry.Key()] = ledger.KnownEntry{Status: paysync.EntryMapped, Hash: ne.Hash, SourceName: m.Name}
+		seen[ne.Entry.Key()] = ledger.KnownEntry{Status: paysync.EntryMapped, Hash: ne.Hash, SourceName: m.Name, Live: true}
 	}
 	in.Duplicates = r.s.rep.Duplicates
 	return in, nil
