@@ -525,6 +525,7 @@ func (c *importCommit) statement() error {
 			SELECT e.id, ?, 0, 'deleted', json_object('id', e.entry_id, 'deleted', json('true')), 'pending', ? FROM entries e
 			WHERE e.origin = ? AND e.entry_date BETWEEN ? AND ? AND e.status = 'mapped'
 				AND e.entry_id NOT IN (SELECT entry_id FROM %sseen)
+				AND NOT EXISTS (SELECT 1 FROM closed_periods cp WHERE e.entry_date BETWEEN cp.first_day AND cp.last_day)
 				AND coalesce((SELECT k.content_hash FROM entry_corrections k WHERE k.entry = e.id AND k.state = 'pending' ORDER BY k.id DESC LIMIT 1), '') <> 'deleted'
 			ORDER BY e.id`, c.source, c.now, st.Origin, p.First().Format(time.DateOnly), p.Last().Format(time.DateOnly))
 		if err != nil {

@@ -298,7 +298,10 @@ func TestStagedImport_NothingUntilCommit(t *testing.T) {
 				}
 			case "paid meanwhile":
 				// Another import pays r2 before this one commits.
-				commit(t, l, ImportIntent{Source: src("other.csv", "other"), Entries: []NewEntry{newEntry(t, ent("other.csv", 1, "r2", "5"), paysync.EntryMapped)}})
+				paid := pp("A", "a")
+				paid.Entries = []paysync.EntryRef{{ID: "r2"}}
+				commit(t, l, ImportIntent{Source: src("other.csv", "other"), Entries: []NewEntry{newEntry(t, ent("other.csv", 1, "r2", "5"), paysync.EntryMapped)},
+					PayParts: []paysync.PlannedPayPart{paid}})
 				before, counts = dump(t, l), tableCounts(t, l)
 				if _, err := s.Commit("csv", written(s), 0, false); err == nil || !strings.Contains(err.Error(), "entry r2 was already paid") {
 					t.Fatalf("Commit = %v, want entry r2 already paid", err)

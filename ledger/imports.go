@@ -340,7 +340,7 @@ const entryCols = `source_id, entry_id, line, content_hash, data, status, note, 
 // is (the row is not stored: the caller counts).
 const takeAgain = `ON CONFLICT (entry_id) DO UPDATE SET source_id = excluded.source_id, line = excluded.line, content_hash = excluded.content_hash,
 		data = excluded.data, status = excluded.status, note = excluded.note, origin = excluded.origin, entry_date = excluded.entry_date
-	WHERE entries.status <> 'mapped' OR NOT ` + liveEntryOf
+	WHERE entries.status <> 'mapped' OR (entries.source_id <> excluded.source_id AND NOT ` + liveEntryOf + `)`
 
 // liveEntry is whether entry e has a live pay part (pending or created,
 // not replaced by a correction).
@@ -534,7 +534,10 @@ type KnownEntry struct {
 	// Live: a pay part of the entry is pending or created (and not
 	// replaced). A mapped entry that is not (reverted, or refused by
 	// payroll) is taken again when it comes again.
-	Live       bool
+	Live bool
+	// Date is the date of the version stored (a correction not applied
+	// yet aside).
+	Date       string
 	Hash       string
 	SourceID   int64
 	SourceName string
@@ -548,13 +551,13 @@ func (l *Ledger) LookupEntries(ctx context.Context, ids []string) (map[string]Kn
 		// A correction not yet applied is the entry's latest content: the
 		// same corrected input again is a duplicate.
 		return `SELECT e.entry_id, e.status, coalesce((SELECT c.content_hash FROM entry_corrections c WHERE c.entry = e.id AND c.state = 'pending'
-				ORDER BY c.id DESC LIMIT 1), e.content_hash), s.id, s.name, s.received_at, ` + liveEntry + `
+				ORDER BY c.id DESC LIMIT 1), e.content_hash), s.id, s.name, s.received_at, ` + liveEntry + `, e.entry_date
 			FROM entries e JOIN sources s ON s.id = e.source_id
 			WHERE e.entry_id IN (` + in + `)`
 	}, func(rows *sql.Rows) error {
 		var id, at string
 		var k KnownEntry
-		if err := rows.Scan(&id, &k.Status, &k.Hash, &k.SourceID, &k.SourceName, &at, &k.Live); err != nil {
+		if err := rows.Scan(&id, &k.Status, &k.Hash, &k.SourceID, &k.SourceName, &at, &k.Live, &k.Date); err != nil {
 			return err
 		}
 		k.ImportedAt = parseTS(at)

@@ -303,7 +303,7 @@ func TestLedger_LookupEntries(t *testing.T) {
 	}
 	for _, ne := range es {
 		k, ok := got[ne.Entry.ID]
-		want := KnownEntry{Status: ne.Status, Hash: ne.Hash, SourceID: c.SourceID, SourceName: "big.ndjson", ImportedAt: t0}
+		want := KnownEntry{Status: ne.Status, Hash: ne.Hash, SourceID: c.SourceID, SourceName: "big.ndjson", ImportedAt: t0, Date: ne.Entry.Date}
 		if !ok || k != want {
 			t.Errorf("%s: %+v, %v; want %+v", ne.Entry.ID, k, ok, want)
 			break

@@ -100,8 +100,8 @@ func TestLedger_OpenReopenIsIdempotent(t *testing.T) {
 			}
 		}
 		var tables int
-		if err := l.db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'table'").Scan(&tables); err != nil || tables != 14 {
-			t.Errorf("Open #%d: %d tables, %v; want 14 (source_chunks since migration 5; entry_corrections, corrections, entry_versions since 7)", i+1, tables, err)
+		if err := l.db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'table'").Scan(&tables); err != nil || tables != 15 {
+			t.Errorf("Open #%d: %d tables, %v; want 15 (source_chunks since migration 5; entry_corrections, corrections, entry_versions, closed_periods since 7)", i+1, tables, err)
 		}
 		if err := l.Close(); err != nil {
 			t.Fatalf("Close #%d: %v", i+1, err)

@@ -58,6 +58,8 @@ type Line struct {
 	AmountProduct  *Source             // amount computed on the final pay part
 
 	Ref paysync.EntryRef
+	// Date is the entry's date: pay parts sum entries of one pay period.
+	Date string
 }
 
 // implicitRule serves entries that carry their own code.
@@ -103,7 +105,7 @@ func (m *Mapper) Map(ctx context.Context, e paysync.Entry) ([]Line, error) {
 
 // mapRule maps e under one rule.
 func (m *Mapper) mapRule(ctx context.Context, e paysync.Entry, rule *Rule, prob func(string, string, string) *Problem) (Line, error) {
-	l := Line{Ref: e.Ref(), Rule: rule.Name, Code: rule.Code}
+	l := Line{Ref: e.Ref(), Date: e.Date, Rule: rule.Name, Code: rule.Code}
 	if rule == &implicitRule {
 		l.Code = e.Code
 	}

@@ -404,3 +404,47 @@ func TestMapper_OutageAsksOnce(t *testing.T) {
 		t.Errorf("20 more entries of the company made %d more employee reads (one read is %d requests); want them to fail fast", n, one)
 	}
 }
+
+// TestPlanner_PerPeriod: a pay part sums the entries of one pay period
+// (Rules.Period, month by default): entries of one employee and code in
+// two months are two pay parts, in one month one; by week, two weeks of
+// one month are two.
+func TestPlanner_PerPeriod(t *testing.T) {
+	cl, schema := directory(t, sandbox.Options{Allowed: sandbox.AllowedEnum})
+	tests := []struct {
+		name  string
+		kind  paysync.PeriodKind
+		dates []string
+		want  []string // units per pay part, in order
+	}{
+		{"one month", paysync.PeriodMonth, []string{"2026-11-02", "2026-11-30"}, []string{"2"}},
+		{"two months", paysync.PeriodMonth, []string{"2026-10-31", "2026-11-02", "2026-11-03"}, []string{"1", "2"}},
+		{"two weeks", paysync.PeriodWeek, []string{"2026-11-01", "2026-11-02", "2026-11-08"}, []string{"1", "2"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := rules(t, testRules)
+			r.Period = tt.kind
+			m := mapping.NewMapper(r, mapping.NewCache(cl), schema, "")
+			p := mapping.NewPlanner(r, schema)
+			for i, d := range tt.dates {
+				lines, err := m.Map(context.Background(), entry(fmt.Sprint(i), func(e *paysync.Entry) {
+					e.Date, e.Hours = d, paysync.HoursFromDecimal(paysync.Dec("1").Decimal)
+				}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, l := range lines {
+					p.Place(l)
+				}
+			}
+			var got []string
+			for _, pl := range p.Take(true) {
+				got = append(got, pl.PayPart.Units.Decimal.String())
+			}
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("pay parts %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

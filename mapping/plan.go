@@ -1,6 +1,7 @@
 package mapping
 
 import (
+	"cmp"
 	"fmt"
 
 	"github.com/paysync/paysync"
@@ -8,7 +9,8 @@ import (
 )
 
 // Planner collects mapped Lines into pay parts: aggregated per company ×
-// employee × code × rate × rule within one import (when the rules say so).
+// employee × code × rate × rule × pay period (Rules.Period) within one
+// import (when the rules say so).
 // Lines go in with Place, complete pay parts come out with Take. It keeps
 // only what each pay part sums (bounded by the distinct company × employee
 // × code × rate × rule, or by nothing at all without aggregation), so
@@ -24,7 +26,8 @@ type Planner struct {
 
 type groupKey struct {
 	company, employee, code, rate, rule string
-	seq                                 int // distinct per entry when not aggregating
+	period                              string // the entry's pay period (Rules.Period)
+	seq                                 int    // distinct per entry when not aggregating
 }
 
 type group struct {
@@ -49,7 +52,7 @@ func NewPlanner(rules *Rules, wire WireChecker) *Planner {
 // part it went into: pay parts are numbered from 0 in order of first
 // appearance.
 func (p *Planner) Place(l Line) int {
-	k := groupKey{company: l.CompanyID, employee: l.EmployeeID, code: l.Code, rule: l.Rule, rate: "-"}
+	k := groupKey{company: l.CompanyID, employee: l.EmployeeID, code: l.Code, rule: l.Rule, rate: "-", period: p.period(l.Date)}
 	if l.Rate.Valid {
 		k.rate = l.Rate.Decimal.String()
 	}
@@ -84,6 +87,17 @@ func addNull(a, b decimal.NullDecimal) decimal.NullDecimal {
 		return b
 	}
 	return decimal.NewNullDecimal(a.Decimal.Add(b.Decimal))
+}
+
+// period is the pay period of a line's date under the rules ("" when the
+// date is not one: the mapper has said so).
+func (p *Planner) period(date string) string {
+	kind := cmp.Or(p.rules.Period, paysync.PeriodMonth)
+	pp, err := paysync.PeriodOf(kind, date)
+	if err != nil {
+		return ""
+	}
+	return pp.String()
 }
 
 // Placed is a complete pay part (Take).

@@ -16,9 +16,13 @@ import (
 
 // Rules is an operator's mapping: how entries become pay parts.
 type Rules struct {
-	Source    string           // the rules file, for messages
-	Company   string           // default company ("" = the caller's default)
-	Aggregate bool             // sum entries per company × employee × code × rate
+	Source    string // the rules file, for messages
+	Company   string // default company ("" = the caller's default)
+	Aggregate bool   // sum entries per company × employee × code × rate × period
+	// Period is the pay period a pay part sums entries of (month, the
+	// default, or week): a pay part never spans two, so that each period's
+	// totals are its own.
+	Period    paysync.PeriodKind
 	Rounding  paysync.Rounding // how hours and products are rounded
 	Places    int32            // to how many decimals (default 2: hundredths)
 	Employees EmployeeRules
@@ -110,6 +114,7 @@ func (s *Source) String() string {
 func DefaultRules() *Rules {
 	return &Rules{
 		Aggregate: true,
+		Period:    paysync.PeriodMonth,
 		Rounding:  paysync.HalfUp,
 		Places:    2,
 		Employees: EmployeeRules{ByNumber: map[string]string{}, ByEmail: map[string]string{}, ByName: map[string]string{}, Ignore: map[string]bool{}},
@@ -126,6 +131,7 @@ type rulesFile struct {
 	Version   int    `yaml:"version"`
 	Company   string `yaml:"company"`
 	Aggregate *bool  `yaml:"aggregate"`
+	Period    string `yaml:"period"`
 	Rounding  *struct {
 		Mode   string `yaml:"mode"`
 		Places *int32 `yaml:"places"`
@@ -221,6 +227,13 @@ func LoadRules(source string, r io.Reader) (*Rules, error) {
 	rs.Company = strings.TrimSpace(f.Company)
 	if f.Aggregate != nil {
 		rs.Aggregate = *f.Aggregate
+	}
+	if f.Period != "" {
+		k, err := paysync.ParsePeriodKind(f.Period)
+		if err != nil {
+			add(0, "period", err.Error(), "use month or week")
+		}
+		rs.Period = k
 	}
 	if f.Rounding != nil {
 		m, err := paysync.ParseRounding(f.Rounding.Mode)

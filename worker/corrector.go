@@ -19,6 +19,7 @@ type CorrectionLedger interface {
 	ApplyCorrection(ctx context.Context, c ledger.Correction) (int64, []int64, error)
 	SkipCorrection(ctx context.Context, p ledger.PendingCorrection) error
 	RejectCorrection(ctx context.Context, p ledger.PendingCorrection, r ledger.NewReject) error
+	ClosedPeriods(ctx context.Context) ([]ledger.ClosedPeriod, error)
 }
 
 var _ CorrectionLedger = (*ledger.Ledger)(nil)
@@ -73,12 +74,23 @@ func (c *Corrector) Run(ctx context.Context) (units int, err error) {
 func (c *Corrector) apply(ctx context.Context, source int64, pcs []ledger.PendingCorrection) (bool, error) {
 	// A new version that is a problem of the input is refused; the
 	// version paid stays.
+	closed, err := c.L.ClosedPeriods(ctx)
+	if err != nil {
+		return false, err
+	}
 	var ok []ledger.PendingCorrection
 	lines := map[int64][]mapping.Line{} // by entry row
 	status := map[int64]ledger.NewEntryStatus{}
 	for _, pc := range pcs {
 		if pc.Hash == pc.OldHash {
 			if err := c.L.SkipCorrection(ctx, pc); err != nil {
+				return false, err
+			}
+			continue
+		}
+		if p := closedCorrection(closed, pc.New, pc.Old.Date); p != nil {
+			// Closed since it was recorded: the version paid stays.
+			if err := c.L.RejectCorrection(ctx, pc, rejectOf(p)); err != nil {
 				return false, err
 			}
 			continue

@@ -281,3 +281,52 @@ func TestCorrections_AfterRevert(t *testing.T) {
 		t.Errorf("payroll holds %v, want Mette's 10.5 and Lars's 5", got)
 	}
 }
+
+// TestCorrections_ClosedPeriod: a correction of an entry dated in a closed
+// period is a problem of the message (naming the period), recorded before
+// the close it is refused by the corrector; payroll keeps what it holds.
+func TestCorrections_ClosedPeriod(t *testing.T) {
+	e := setup(t, sandbox.Options{})
+	mi := e.messageImporter(t)
+	corr := &worker.Corrector{L: e.led, Mapper: mi.Mapper, Rules: mi.Rules, Wire: mi.Wire, BatchSize: 100}
+	pipe := &worker.Pipeline{L: e.led, D: e.deliverer(e.cl), Correct: corr.Run}
+	mette := sandbox.EmpMetteHansen
+	plan := func(body string) worker.Report {
+		t.Helper()
+		reps, errs, err := mi.Plan(ctx(t), []worker.Message{msg("timesheets.MV8x.toggl", body)})
+		if err != nil || errs[0] != nil {
+			t.Fatal(err, errs[0])
+		}
+		return reps[0]
+	}
+	plan(entryJSON("k1", mette, "T1", "8"))
+	plan(entryJSON("k2", mette, "T1", "3"))
+	if err := pipe.Flush(ctx(t), 0); err != nil {
+		t.Fatal(err)
+	}
+	nov, _ := paysync.ParsePeriod("2026-11")
+
+	// Recorded while open, closed before it is applied.
+	if rep := plan(entryJSON("k2", mette, "T1", "4")); rep.Corrections != 1 {
+		t.Fatalf("k2's correction: %+v", rep)
+	}
+	if _, err := e.led.ClosePeriod(ctx(t), nov, "payroll ran"); err != nil {
+		t.Fatal(err)
+	}
+	rep := plan(entryJSON("k1", mette, "T1", "9"))
+	probs := rep.ProblemList()
+	if len(probs) != 1 || !strings.Contains(probs[0].Error(), "in period 2026-11, closed on") {
+		t.Fatalf("a correction to the closed period: %+v, problems %v", rep, probs)
+	}
+	if err := pipe.Flush(ctx(t), 0); err != nil {
+		t.Fatal(err)
+	}
+	got := e.payrollParts()
+	if len(got) != 2 || got[mette+"|T1|8"] == "" || got[mette+"|T1|3"] == "" {
+		t.Errorf("payroll holds %v, want k1's 8 and k2's 3 as before the close", got)
+	}
+	pending, err := e.led.PendingCorrections(ctx(t), 10)
+	if err != nil || len(pending) != 0 {
+		t.Errorf("pending corrections after the close: %d, %v", len(pending), err)
+	}
+}

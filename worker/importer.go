@@ -231,6 +231,9 @@ func (im *Importer) stream(ctx context.Context, kind paysync.SourceKind, name st
 		return rep, err
 	}
 	s.step.origin, s.period = cmp.Or(im.Origin, string(format)), im.Statement
+	if s.step.closed, err = im.L.ClosedPeriods(ctx); err != nil {
+		return rep, err
+	}
 	if err != nil {
 		// Nothing to import: not even a rejected source is recorded.
 		rep.Problems = []error{err}

@@ -33,6 +33,9 @@ type entryStep struct {
 	unit    string // "file" or "message", for problems
 	fix     string // who fixes a duplicate id: "the export", "the publisher"
 	origin  string // the source the entries are a statement of (stored with each)
+	// closed are the periods closed once payroll ran: a correction of an
+	// entry dated in one is refused.
+	closed []ledger.ClosedPeriod
 }
 
 // entryVerdict is what becomes of an entry.
@@ -96,6 +99,9 @@ func (s *entryStep) take(ctx context.Context, e paysync.Entry, known map[string]
 			return entryOutcome{verdict: entryDuplicate}, nil
 		}
 		if k.Status == paysync.EntryMapped {
+			if p := closedCorrection(s.closed, e, k.Date); p != nil {
+				return refused(p), nil
+			}
 			// A correction: it supersedes the version paid (the
 			// corrector replaces the pay parts it is in).
 			return entryOutcome{verdict: entryCorrection, row: ledger.NewEntry{Entry: e, Hash: h, Data: data, Status: paysync.EntryMapped, Origin: s.origin}}, nil
@@ -113,6 +119,27 @@ func (s *entryStep) take(ctx context.Context, e paysync.Entry, known map[string]
 }
 
 func refused(p error) entryOutcome { return entryOutcome{verdict: entryRefused, problem: p} }
+
+// closedCorrection is the problem of a correction of e, paid with the
+// date paidOn, when either version is dated in a closed period (nil when
+// neither is).
+func closedCorrection(closed []ledger.ClosedPeriod, e paysync.Entry, paidOn string) *mapping.Problem {
+	for _, d := range []string{paidOn, e.Date} {
+		c, ok := ledger.ClosedOn(closed, d)
+		if !ok {
+			continue
+		}
+		what := "corrects an entry"
+		if e.Deleted {
+			what = "deletes an entry"
+		}
+		return &mapping.Problem{Source: e.Source, Line: e.Line, EntryID: e.ID, Field: "date",
+			Msg: fmt.Sprintf("%s dated %s, in period %s, closed on %s: a correction to a closed period is refused",
+				what, d, c.Period, c.ClosedAt.UTC().Format("2006-01-02 15:04 UTC")),
+			Hint: fmt.Sprintf("send the difference as a new entry in an open period, or reopen it (paysync periods open %s)", c.Period)}
+	}
+	return nil
+}
 
 // mapEntry maps e: taken as mapped (with its lines), skipped (and why), or
 // rejected (its problem); a transient failure is an error.

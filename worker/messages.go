@@ -17,6 +17,7 @@ type MessageLedger interface {
 	SourcesByHash(ctx context.Context, hashes []string) (map[string]ledger.Source, error)
 	LookupEntries(ctx context.Context, ids []string) (map[string]ledger.KnownEntry, error)
 	CommitImports(ctx context.Context, ins []ledger.ImportIntent) ([]ledger.Committed, []error, error)
+	ClosedPeriods(ctx context.Context) ([]ledger.ClosedPeriod, error)
 }
 
 var _ MessageLedger = (*ledger.Ledger)(nil)
@@ -114,10 +115,15 @@ func (mi *MessageImporter) Prepare(ctx context.Context, msgs []Message) (*Group,
 	if err != nil {
 		return nil, err
 	}
+	closed, err := mi.L.ClosedPeriods(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for i, m := range msgs {
 		if runs[i] == nil {
 			continue
 		}
+		runs[i].s.step.closed = closed
 		in, err := mi.plan(ctx, m, hashes[i], runs[i], seen)
 		if err != nil {
 			// Not the message's fault (payroll could not be read): it

@@ -58,3 +58,13 @@ ALTER TABLE entries ADD COLUMN entry_date TEXT NOT NULL DEFAULT '';
 UPDATE entries SET entry_date = coalesce(json_extract(CAST(data AS TEXT), '$.date'), ''),
   origin = coalesce((SELECT s.format FROM sources s WHERE s.id = entries.source_id AND s.kind IN ('file', 'stdin')), '');
 CREATE INDEX entries_origin_date ON entries (origin, entry_date);
+
+-- Periods closed by an operator once payroll has run: a correction of an
+-- entry dated in one is refused.
+CREATE TABLE closed_periods (
+  period        TEXT PRIMARY KEY,   -- as written: 2026-11, 2026-W45, 2026-11-02..2026-11-15
+  first_day     TEXT NOT NULL,
+  last_day      TEXT NOT NULL,
+  closed_at     TEXT NOT NULL,
+  note          TEXT NOT NULL DEFAULT ''
+);

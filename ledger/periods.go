@@ -1,0 +1,186 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/paysync/paysync"
+)
+
+// ClosedPeriod is a period an operator closed once payroll had run.
+type ClosedPeriod struct {
+	Period   paysync.Period `json:"period"`
+	ClosedAt time.Time      `json:"closed_at"`
+	Note     string         `json:"note,omitempty"`
+}
+
+// ClosedPeriods lists the closed periods, earliest first.
+func (l *Ledger) ClosedPeriods(ctx context.Context) ([]ClosedPeriod, error) {
+	rows, err := l.rdb.QueryContext(ctx, `SELECT period, closed_at, note FROM closed_periods ORDER BY first_day, last_day`)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: closed periods: %w", err)
+	}
+	defer rows.Close()
+	var out []ClosedPeriod
+	for rows.Next() {
+		var p, at string
+		var c ClosedPeriod
+		if err := rows.Scan(&p, &at, &c.Note); err != nil {
+			return nil, fmt.Errorf("ledger: closed periods: %w", err)
+		}
+		if c.Period, err = paysync.ParsePeriod(p); err != nil {
+			return nil, fmt.Errorf("ledger: closed period %q: %w", p, err)
+		}
+		c.ClosedAt = parseTS(at)
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// ClosePeriod closes p (again: nothing changes) and reports whether it was
+// open.
+func (l *Ledger) ClosePeriod(ctx context.Context, p paysync.Period, note string) (bool, error) {
+	var n int64
+	err := l.tx(ctx, "close period", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO closed_periods (period, first_day, last_day, closed_at, note) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (period) DO NOTHING`, p.String(), p.First().Format(time.DateOnly), p.Last().Format(time.DateOnly), l.ts(), note)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n == 1, err
+}
+
+// ReopenPeriod opens p again and reports whether it was closed.
+func (l *Ledger) ReopenPeriod(ctx context.Context, p paysync.Period) (bool, error) {
+	var n int64
+	err := l.tx(ctx, "reopen period", func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM closed_periods WHERE period = ?`, p.String())
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n == 1, err
+}
+
+// ClosedOn returns the closed period a date (YYYY-MM-DD) is in, if any.
+func ClosedOn(closed []ClosedPeriod, date string) (ClosedPeriod, bool) {
+	for _, c := range closed {
+		if c.Period.Contains(date) {
+			return c, true
+		}
+	}
+	return ClosedPeriod{}, false
+}
+
+// PeriodTotal is what payroll holds (or will: pending) for one company,
+// source and month, from the ledger.
+type PeriodTotal struct {
+	CompanyID  string          `json:"company_id"`
+	Origin     string          `json:"source"`
+	Period     string          `json:"period"` // the month, YYYY-MM
+	PayParts   int             `json:"pay_parts"`
+	Pending    int             `json:"pending"` // not created yet
+	Units      decimal.Decimal `json:"units"`
+	Amount     decimal.Decimal `json:"amount"`
+	Entries    int             `json:"entries"`
+	LastImport time.Time       `json:"last_import"`
+	Status     string          `json:"status"` // open, closed, or partly closed (a closed week or range in it)
+}
+
+// periodStatus is a month's status among the closed periods.
+func periodStatus(closed []ClosedPeriod, month string) string {
+	m, err := paysync.ParsePeriod(month)
+	if err != nil {
+		return "open"
+	}
+	status := "open"
+	for _, c := range closed {
+		switch {
+		case !c.Period.Overlaps(m):
+		case !c.Period.First().After(m.First()) && !c.Period.Last().Before(m.Last()):
+			return "closed"
+		default:
+			status = "partly closed"
+		}
+	}
+	return status
+}
+
+// PeriodTotals sums the live pay parts (created or pending, not replaced)
+// per company, source and month of their entries. A pay part counts in the
+// month of its first entry (pay parts sum entries of one period).
+func (l *Ledger) PeriodTotals(ctx context.Context) ([]PeriodTotal, error) {
+	closed, err := l.ClosedPeriods(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := l.rdb.QueryContext(ctx, `SELECT p.company_id, e.origin, substr(e.entry_date, 1, 7), p.state, coalesce(p.units, ''), coalesce(p.amount, ''),
+			(SELECT count(*) FROM pay_part_entries x WHERE x.pay_part_id = p.id), s.received_at
+		FROM pay_parts p
+		JOIN pay_part_entries pe ON pe.pay_part_id = p.id AND pe.entry_id = (SELECT min(entry_id) FROM pay_part_entries WHERE pay_part_id = p.id)
+		JOIN entries e ON e.id = pe.entry_id JOIN batches b ON b.id = p.batch_id JOIN sources s ON s.id = b.source_id
+		WHERE p.state IN ('pending', 'created') AND p.superseded_by IS NULL AND b.state NOT IN ('reverted', 'split')`)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: period totals: %w", err)
+	}
+	defer rows.Close()
+	byKey := map[[3]string]*PeriodTotal{}
+	for rows.Next() {
+		var company, origin, month, at string
+		var state paysync.PartState
+		var units, amount string
+		var entries int
+		if err := rows.Scan(&company, &origin, &month, &state, &units, &amount, &entries, &at); err != nil {
+			return nil, fmt.Errorf("ledger: period totals: %w", err)
+		}
+		k := [3]string{company, origin, month}
+		t := byKey[k]
+		if t == nil {
+			t = &PeriodTotal{CompanyID: company, Origin: origin, Period: month}
+			t.Status = periodStatus(closed, month)
+			byKey[k] = t
+		}
+		t.PayParts++
+		if state == paysync.PartPending {
+			t.Pending++
+		}
+		t.Entries += entries
+		if u := textDec(sql.NullString{String: units, Valid: units != ""}); u.Valid {
+			t.Units = t.Units.Add(u.Decimal)
+		}
+		if a := textDec(sql.NullString{String: amount, Valid: amount != ""}); a.Valid {
+			t.Amount = t.Amount.Add(a.Decimal)
+		}
+		if ts := parseTS(at); ts.After(t.LastImport) {
+			t.LastImport = ts
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]PeriodTotal, 0, len(byKey))
+	for _, t := range byKey {
+		out = append(out, *t)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Period != b.Period {
+			return a.Period > b.Period // the latest first
+		}
+		if a.CompanyID != b.CompanyID {
+			return a.CompanyID < b.CompanyID
+		}
+		return a.Origin < b.Origin
+	})
+	return out, nil
+}
