@@ -49,6 +49,8 @@ func commands() map[string]command {
 		{"deadletters", "list the NATS dead letters; --redrive sends them again to their subjects once the cause is fixed", runDeadLetters},
 		{"batches", "list batches, or show one: its pay parts, payroll ids, source lines and attempts", runBatches},
 		{"imports", "list imports, or show one with its batches and rejects", runImports},
+		{"periods", "what payroll holds per company, source and month; close a period once payroll has run (its corrections are then refused), or open it again", runPeriods},
+		{"corrections", "list correction units, or show one: per employee × code the total before → after, the pay parts replaced and created", runCorrections},
 		{"revert", "delete the pay parts of a batch or an import from payroll", runRevert},
 		{"replay", "send a batch's or an import's entries again through the current rules", runReplay},
 		{"demo", "run the whole flow against an in-process sandbox", runDemo},

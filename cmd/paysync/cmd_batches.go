@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -224,8 +225,9 @@ func runImports(ctx context.Context, args []string, io stdio, env lookupEnv) err
 
 type importDetail struct {
 	ledger.Source
-	Batches []ledger.Batch  `json:"batches"`
-	Rejects []ledger.Reject `json:"rejects"`
+	Batches     []ledger.Batch          `json:"batches"`
+	Rejects     []ledger.Reject         `json:"rejects"`
+	Corrections []ledger.CorrectionUnit `json:"corrections"` // the units the import brought
 }
 
 func showImport(ctx context.Context, l *ledger.Ledger, id int64, asJSON bool, io stdio) error {
@@ -240,6 +242,10 @@ func showImport(ctx context.Context, l *ledger.Ledger, id int64, asJSON bool, io
 	if d.Rejects, err = l.Rejects(ctx, id); err != nil {
 		return err
 	}
+	if d.Corrections, err = l.ListCorrections(ctx, ledger.CorrectionFilter{SourceID: id}); err != nil {
+		return err
+	}
+	slices.Reverse(d.Corrections) // oldest first, like the batches
 	if asJSON {
 		return writeJSON(io.out, d)
 	}
@@ -252,6 +258,12 @@ func showImport(ctx context.Context, l *ledger.Ledger, id int64, asJSON bool, io
 	}
 	if err := tb.flush(); err != nil {
 		return err
+	}
+	if len(d.Corrections) > 0 {
+		fmt.Fprintln(w)
+		for _, u := range d.Corrections {
+			fmt.Fprintf(w, "correction %d: %s\n", u.ID, unitSummary(u))
+		}
 	}
 	if len(d.Rejects) > 0 {
 		fmt.Fprintln(w, "\nrejects:")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -8,12 +9,15 @@ import (
 	"time"
 
 	"github.com/paysync/paysync/deploy/examples"
+	"github.com/paysync/paysync/ledger"
 	"github.com/paysync/paysync/mapping"
 	"github.com/paysync/paysync/payroll/sandbox"
+	"github.com/paysync/paysync/worker"
 )
 
 // runDemo shows the whole flow against an in-process sandbox with a
-// temporary ledger: dry run, import, the batch, revert, the ledger's history.
+// temporary ledger: dry run, import, the batch, revert, the ledger's
+// history, then a corrected re-export (one pay part replaced).
 func runDemo(ctx context.Context, args []string, io stdio, _ lookupEnv) error {
 	fs := newFlagSet("demo", "demo", io)
 	if err := parseFlags(fs, args); err != nil {
@@ -130,6 +134,91 @@ func runDemo(ctx context.Context, args []string, io stdio, _ lookupEnv) error {
 	if err := tb.flush(); err != nil {
 		return err
 	}
+	if err := demoCorrection(ctx, s, sb, rules, dir, step, io); err != nil {
+		return err
+	}
 	fmt.Fprintf(w, "\ndone in %s: %d API calls, %d token refreshes\n", time.Since(start).Round(time.Millisecond), s.cl.Calls(), s.cl.Tokens().Refreshes())
+	return nil
+}
+
+// The demo's corrected re-export: Lars Nielsen's sick day ends at 16:30,
+// not 16:00; every other row is as before.
+const (
+	demoRowBefore = "Sick,,No,2026-11-04,08:00:00,2026-11-04,16:00:00,08:00:00,"
+	demoRowAfter  = "Sick,,No,2026-11-04,08:00:00,2026-11-04,16:30:00,08:30:00,"
+)
+
+// demoCorrection puts the export back into payroll (a replay of the
+// reverted batch), imports a re-export with one row changed, and shows the
+// correction: one pay part replaced, the others untouched.
+func demoCorrection(ctx context.Context, s *session, sb *sandbox.Server, rules *mapping.Rules, dir string, step func(int, string), io stdio) error {
+	w := io.out
+	step(7, "replay it: payroll holds the export again (paysync replay 1 --yes)")
+	schema, company, err := startupReads(ctx, s.commandWaiter(io.err), s.cl, rules, s.cfg.CompanyID, func(string) {})
+	if err != nil {
+		return err
+	}
+	d := s.deliverer(io)
+	r := &worker.Replayer{L: s.led, D: d, Mapper: mapping.NewMapper(rules, mapping.NewCache(s.cl), schema, company), Rules: rules, Wire: schema, BatchSize: s.cfg.BatchSize}
+	plan, err := r.Plan(ctx, 1, 0, false)
+	if err != nil {
+		return err
+	}
+	ids, err := r.Run(ctx, plan)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "replayed into batches %v: %d pay parts created\n", ids, d.Stats.Created)
+
+	step(8, "a corrected re-export: Lars Nielsen's sick day 8:00 → 8:30, the other rows as before (paysync import toggl-corrected.csv)")
+	b, err := examples.Files.ReadFile("toggl.csv")
+	if err != nil {
+		return err
+	}
+	if n := bytes.Count(b, []byte(demoRowBefore)); n != 1 {
+		return fmt.Errorf("demo: the example export has %d rows to correct, want 1", n)
+	}
+	corrected := filepath.Join(dir, "toggl-corrected.csv")
+	if err := os.WriteFile(corrected, bytes.Replace(b, []byte(demoRowBefore), []byte(demoRowAfter), 1), 0o600); err != nil {
+		return err
+	}
+	held := func() map[string]bool {
+		m := map[string]bool{}
+		for _, p := range sb.State().Companies[0].PayParts {
+			m[p.ID] = true
+		}
+		return m
+	}
+	before := held()
+	if err := sendImport(ctx, s, rules, []string{corrected}, mapping.ReadOptions{}, importScope{}, false, io); err != nil {
+		return err
+	}
+	after := held()
+
+	step(9, "what the correction did (paysync corrections show 1)")
+	us, err := s.led.ListCorrections(ctx, ledger.CorrectionFilter{})
+	if err != nil {
+		return err
+	}
+	if len(us) != 1 {
+		return fmt.Errorf("demo: %d correction units, want 1", len(us))
+	}
+	detail, err := s.led.CorrectionDetail(ctx, us[0].ID)
+	if err != nil {
+		return err
+	}
+	if err := writeCorrection(w, detail); err != nil {
+		return err
+	}
+	kept := 0
+	for id := range before {
+		if after[id] {
+			kept++
+		}
+	}
+	fmt.Fprintf(w, "\npayroll holds %d pay parts: %d untouched (same payroll ids), %d replaced\n", len(after), kept, len(before)-kept)
+	if kept != len(before)-1 || len(after) != len(before) {
+		return fmt.Errorf("demo: the correction replaced %d of %d pay parts, want 1", len(before)-kept, len(before))
+	}
 	return nil
 }

@@ -260,7 +260,10 @@ func TestCLI_Demo(t *testing.T) {
 		t.Fatalf("demo: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	for _, w := range []string{"pay parts that would be created", "import 1: 7 entries", "7 pay parts created", "already imported as import 1",
-		"cHBfMQ==", "deleted 7 pay parts; the sandbox now holds 0", "reverted", "done in"} {
+		"cHBfMQ==", "deleted 7 pay parts; the sandbox now holds 0", "reverted",
+		// the correction: one pay part replaced, the rest untouched
+		"1 entry changed, 1 pay part replaced (batch 3): done", "Lars Nielsen  SYG   8 → 8.5", "payroll holds 7 pay parts: 6 untouched (same payroll ids), 1 replaced",
+		"done in"} {
 		if !strings.Contains(r.stdout, w) {
 			t.Errorf("demo output lacks %q", w)
 		}

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/payroll/sandbox"
 )
 
@@ -54,5 +56,82 @@ func TestImport_PeriodStatement(t *testing.T) {
 	}
 	if r := runInProcess(t, env, "import", "--period", "2026-13", second); r.code != 2 || !strings.Contains(r.stderr, "--period") {
 		t.Errorf("bad --period: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// TestPeriods_CloseRefusesCorrections: `periods` shows per company,
+// source and month totals equal to what payroll holds; a closed period
+// refuses a correction (a problem naming the period, exit 1, payroll
+// unchanged) and takes it once reopened.
+func TestPeriods_CloseRefusesCorrections(t *testing.T) {
+	s := startSandbox(t, sandbox.Options{})
+	env := with(s.env, "PAYSYNC_LEDGER", filepath.Join(t.TempDir(), "ledger.db"))
+	write := func(name string, lines ...string) string {
+		p := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	row := func(id, emp, date, hours string) string {
+		return `{"id":"` + id + `","employee_id":"` + emp + `","date":"` + date + `","hours":"` + hours + `","code":"T1"}`
+	}
+	payrollUnits := func() string {
+		sum := paysync.Dec("0").Decimal
+		for _, c := range s.sb.State().Companies {
+			for _, p := range c.PayParts {
+				sum = sum.Add(p.Numbers.Units.Decimal)
+			}
+		}
+		return sum.String()
+	}
+	must := func(code int, args ...string) result {
+		t.Helper()
+		r := runInProcess(t, env, args...)
+		if r.code != code {
+			t.Fatalf("%v: exit %d, want %d\n%s%s", args, r.code, code, r.stdout, r.stderr)
+		}
+		return r
+	}
+	must(0, "import", write("oct-nov.ndjson",
+		row("c1", sandbox.EmpMetteHansen, "2026-10-30", "8"), row("c2", sandbox.EmpMetteHansen, "2026-11-02", "6"),
+		row("c3", sandbox.EmpLarsNielsen, "2026-11-03", "4.5")))
+	var list struct {
+		Periods []struct {
+			Period, Status string
+			Units          string `json:"units"`
+			PayParts       int    `json:"pay_parts"`
+		} `json:"periods"`
+	}
+	r := must(0, "periods", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Periods) != 2 {
+		t.Fatalf("periods --json (%v):\n%s", err, r.stdout)
+	}
+	total := paysync.Dec("0").Decimal
+	for _, p := range list.Periods {
+		total = total.Add(paysync.Dec(p.Units).Decimal)
+	}
+	if total.String() != payrollUnits() || list.Periods[0].Period != "2026-11" || list.Periods[0].Units != "10.5" || list.Periods[1].Units != "8" {
+		t.Fatalf("periods %+v: total %s, payroll holds %s", list.Periods, total, payrollUnits())
+	}
+
+	must(0, "periods", "close", "2026-10", "--note", "October payroll run")
+	r = must(0, "periods")
+	if !strings.Contains(r.stdout, "closed: 2026-10 (2026-10-01..2026-10-31)") || !strings.Contains(r.stdout, "October payroll run") {
+		t.Errorf("periods after close:\n%s", r.stdout)
+	}
+	fixed := write("oct-fix.ndjson", row("c1", sandbox.EmpMetteHansen, "2026-10-30", "7"))
+	r = must(1, "import", fixed)
+	if !strings.Contains(r.stdout, "in period 2026-10, closed on") || !strings.Contains(r.stdout, "paysync periods open 2026-10") {
+		t.Errorf("a correction to the closed period:\n%s%s", r.stdout, r.stderr)
+	}
+	if got := payrollUnits(); got != "18.5" {
+		t.Fatalf("payroll holds %s units after a refused correction, want 18.5", got)
+	}
+	must(0, "periods", "open", "2026-10")
+	// The next export (other bytes: the same file again is a duplicate).
+	must(0, "import", write("oct-fix-again.ndjson", row("c1", sandbox.EmpMetteHansen, "2026-10-30", "7"), row("c3", sandbox.EmpLarsNielsen, "2026-11-03", "4.5")))
+	if got := payrollUnits(); got != "17.5" {
+		t.Fatalf("payroll holds %s units after the correction, want 17.5", got)
 	}
 }
