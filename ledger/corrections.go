@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/paysync/paysync"
 )
@@ -41,6 +42,63 @@ type PendingCorrection struct {
 	New      paysync.Entry // Source and Line: where the new version came from
 	Old      paysync.Entry // the version paid now
 	OldHash  string
+}
+
+// PreviewCorrections returns the corrections the staged import would
+// record (its changed entries, and the entries a period statement would
+// remove), as PendingCorrections would once it is committed: for a dry
+// run's delta.
+func (s *StagedImport) PreviewCorrections() ([]PendingCorrection, error) {
+	if err := s.Flush(); err != nil {
+		return nil, err
+	}
+	qs := []string{s.q(`SELECT e.id, k.content_hash, k.data, k.line, e.data, e.content_hash, e.line, es.name
+		FROM %scorrections k JOIN entries e ON e.entry_id = k.entry_id JOIN sources es ON es.id = e.source_id ORDER BY k.seq`)}
+	var args [][]any
+	args = append(args, nil)
+	if st := s.in.Statement; st != nil && s.nRejects == 0 {
+		for _, p := range st.Periods {
+			qs = append(qs, s.q(`SELECT e.id, '`+statementHash+`', json_object('id', e.entry_id, 'deleted', json('true')), 0, e.data, e.content_hash, e.line, es.name
+				FROM entries e JOIN sources es ON es.id = e.source_id
+				WHERE e.origin = ? AND e.entry_date BETWEEN ? AND ? AND e.status = 'mapped'
+					AND e.entry_id NOT IN (SELECT entry_id FROM %sseen)
+					AND NOT EXISTS (SELECT 1 FROM closed_periods cp WHERE e.entry_date BETWEEN cp.first_day AND cp.last_day)
+				ORDER BY e.id`))
+			args = append(args, []any{st.Origin, p.First().Format(time.DateOnly), p.Last().Format(time.DateOnly)})
+		}
+	}
+	var out []PendingCorrection
+	for i, q := range qs {
+		rows, err := s.l.db.QueryContext(s.ctx, q, args[i]...)
+		if err != nil {
+			return nil, fmt.Errorf("ledger: preview corrections: %w", err)
+		}
+		for rows.Next() {
+			var pc PendingCorrection
+			var data, old []byte
+			var line, oldLine int
+			var oldSrc string
+			if err := rows.Scan(&pc.Entry, &pc.Hash, &data, &line, &old, &pc.OldHash, &oldLine, &oldSrc); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("ledger: preview corrections: %w", err)
+			}
+			if err := json.Unmarshal(data, &pc.New); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("ledger: preview corrections: %w", err)
+			}
+			if err := json.Unmarshal(old, &pc.Old); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("ledger: preview corrections: %w", err)
+			}
+			pc.New.Source, pc.New.Line = s.in.Name, line
+			pc.Old.Source, pc.Old.Line = oldSrc, oldLine
+			out = append(out, pc)
+		}
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // PendingCorrections returns up to limit pending corrections, oldest

@@ -477,6 +477,17 @@ func (l *Ledger) idSet(ctx context.Context, what, q string, args ...any) (map[st
 // (deleted by someone else). The batch becomes reverted when none of its
 // items is created any more.
 func (l *Ledger) MarkRemoved(ctx context.Context, batchID, attemptID int64, deleted, gone []int64) error {
+	return l.markRemoved(ctx, batchID, attemptID, deleted, gone, true)
+}
+
+// MarkSupersededRemoved is MarkRemoved for the pay parts a correction
+// replaces: the batch's state is left alone (its other pay parts, created
+// or still to send, stay as they are).
+func (l *Ledger) MarkSupersededRemoved(ctx context.Context, batchID, attemptID int64, deleted, gone []int64) error {
+	return l.markRemoved(ctx, batchID, attemptID, deleted, gone, false)
+}
+
+func (l *Ledger) markRemoved(ctx context.Context, batchID, attemptID int64, deleted, gone []int64, revert bool) error {
 	return l.tx(ctx, "record deleted", func(tx *sql.Tx) error {
 		now := l.ts()
 		for _, set := range []struct {
@@ -493,6 +504,9 @@ func (l *Ledger) MarkRemoved(ctx context.Context, batchID, attemptID int64, dele
 			if err := endAttempt(ctx, tx, attemptID, paysync.AttemptOK, 0, "", "", now); err != nil {
 				return err
 			}
+		}
+		if !revert {
+			return nil
 		}
 		var left int
 		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pay_parts WHERE batch_id = ? AND state = 'created'`, batchID).Scan(&left); err != nil {

@@ -522,11 +522,11 @@ func (c *importCommit) statement() error {
 	}
 	for _, p := range st.Periods {
 		res, err := c.exec(`INSERT INTO entry_corrections (entry, source_id, line, content_hash, data, state, created_at)
-			SELECT e.id, ?, 0, 'deleted', json_object('id', e.entry_id, 'deleted', json('true')), 'pending', ? FROM entries e
+			SELECT e.id, ?, 0, '`+statementHash+`', json_object('id', e.entry_id, 'deleted', json('true')), 'pending', ? FROM entries e
 			WHERE e.origin = ? AND e.entry_date BETWEEN ? AND ? AND e.status = 'mapped'
 				AND e.entry_id NOT IN (SELECT entry_id FROM %sseen)
 				AND NOT EXISTS (SELECT 1 FROM closed_periods cp WHERE e.entry_date BETWEEN cp.first_day AND cp.last_day)
-				AND coalesce((SELECT k.content_hash FROM entry_corrections k WHERE k.entry = e.id AND k.state = 'pending' ORDER BY k.id DESC LIMIT 1), '') <> 'deleted'
+				AND coalesce((SELECT k.content_hash FROM entry_corrections k WHERE k.entry = e.id AND k.state = 'pending' ORDER BY k.id DESC LIMIT 1), '') <> '`+statementHash+`'
 			ORDER BY e.id`, c.source, c.now, st.Origin, p.First().Format(time.DateOnly), p.Last().Format(time.DateOnly))
 		if err != nil {
 			return fmt.Errorf("statement %s: %w", p, err)

@@ -72,27 +72,85 @@ func (c *Corrector) Run(ctx context.Context) (units int, err error) {
 
 // apply plans and records one unit.
 func (c *Corrector) apply(ctx context.Context, source int64, pcs []ledger.PendingCorrection) (bool, error) {
-	// A new version that is a problem of the input is refused; the
-	// version paid stays.
 	closed, err := c.L.ClosedPeriods(ctx)
 	if err != nil {
 		return false, err
+	}
+	p, err := c.plan(ctx, source, pcs, closed)
+	if err != nil {
+		return false, err
+	}
+	for _, pc := range p.unchanged {
+		if err := c.L.SkipCorrection(ctx, pc); err != nil {
+			return false, err
+		}
+	}
+	for _, r := range p.refused {
+		if err := c.L.RejectCorrection(ctx, r.pc, r.reject); err != nil {
+			return false, err
+		}
+	}
+	if p.wait || len(p.unit.Pending) == 0 {
+		return false, nil
+	}
+	_, _, err = c.L.ApplyCorrection(ctx, p.unit)
+	if errors.Is(err, ledger.ErrCorrectionStale) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Preview plans pending corrections (committed or, for a dry run, staged)
+// without recording anything: the unit that would be applied, and the
+// corrections that would be refused (their problems).
+func (c *Corrector) Preview(ctx context.Context, pcs []ledger.PendingCorrection) (ledger.Correction, []error, error) {
+	closed, err := c.L.ClosedPeriods(ctx)
+	if err != nil {
+		return ledger.Correction{}, nil, err
+	}
+	p, err := c.plan(ctx, 0, pcs, closed)
+	if err != nil {
+		return ledger.Correction{}, nil, err
+	}
+	var probs []error
+	for _, r := range p.refused {
+		probs = append(probs, r.problem)
+	}
+	return p.unit, probs, nil
+}
+
+// correctionPlan is what one unit would do.
+type correctionPlan struct {
+	unit      ledger.Correction
+	unchanged []ledger.PendingCorrection // back to the content paid: nothing to do
+	refused   []refusedCorrection        // a problem of the new version: the version paid stays
+	wait      bool                       // a pay part it replaces is in a call now: the next Run
+}
+
+type refusedCorrection struct {
+	pc      ledger.PendingCorrection
+	problem error
+	reject  ledger.NewReject
+}
+
+// plan maps the new versions and the other entries of the pay parts they
+// are in, and plans the unit.
+func (c *Corrector) plan(ctx context.Context, source int64, pcs []ledger.PendingCorrection, closed []ledger.ClosedPeriod) (*correctionPlan, error) {
+	out := &correctionPlan{}
+	refuse := func(pc ledger.PendingCorrection, p error) {
+		out.refused = append(out.refused, refusedCorrection{pc: pc, problem: p, reject: rejectOf(p)})
 	}
 	var ok []ledger.PendingCorrection
 	lines := map[int64][]mapping.Line{} // by entry row
 	status := map[int64]ledger.NewEntryStatus{}
 	for _, pc := range pcs {
 		if pc.Hash == pc.OldHash {
-			if err := c.L.SkipCorrection(ctx, pc); err != nil {
-				return false, err
-			}
+			out.unchanged = append(out.unchanged, pc)
 			continue
 		}
 		if p := closedCorrection(closed, pc.New, pc.Old.Date); p != nil {
 			// Closed since it was recorded: the version paid stays.
-			if err := c.L.RejectCorrection(ctx, pc, rejectOf(p)); err != nil {
-				return false, err
-			}
+			refuse(pc, p)
 			continue
 		}
 		if pc.New.Deleted {
@@ -103,12 +161,9 @@ func (c *Corrector) apply(ctx context.Context, source int64, pcs []ledger.Pendin
 		ls, err := c.Mapper.Map(ctx, pc.New)
 		switch {
 		case err != nil && !mapping.OnlyProblems(err):
-			return false, err // transient: the next Run
+			return nil, err // transient: the next Run
 		case err != nil:
-			p := mapping.Flatten(err)[0]
-			if err := c.L.RejectCorrection(ctx, pc, rejectOf(p)); err != nil {
-				return false, err
-			}
+			refuse(pc, mapping.Flatten(err)[0])
 			continue
 		case len(ls) == 0:
 			status[pc.Entry] = ledger.NewEntryStatus{Status: paysync.EntrySkipped, Note: "no pay part"}
@@ -121,7 +176,7 @@ func (c *Corrector) apply(ctx context.Context, source int64, pcs []ledger.Pendin
 		ok = append(ok, pc)
 	}
 	if len(ok) == 0 {
-		return false, nil
+		return out, nil
 	}
 	rows := make([]int64, len(ok))
 	for i, pc := range ok {
@@ -129,11 +184,11 @@ func (c *Corrector) apply(ctx context.Context, source int64, pcs []ledger.Pendin
 	}
 	parts, err := c.L.PartsOfEntries(ctx, rows)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	for _, p := range parts {
 		if p.BatchState == paysync.BatchSending || p.BatchState == paysync.BatchReverting {
-			return false, nil // in a call now: the next Run
+			out.wait = true
 		}
 	}
 	// The other entries of the replaced pay parts are planned again as
@@ -141,6 +196,10 @@ func (c *Corrector) apply(ctx context.Context, source int64, pcs []ledger.Pendin
 	planner := mapping.NewPlanner(c.Rules, c.Wire)
 	links := map[int][]int64{}
 	placed := map[int64]bool{}
+	refs := map[int64]paysync.EntryRef{} // the entries behind each new pay part, for previews
+	for _, pc := range ok {
+		refs[pc.Entry] = pc.New.Ref()
+	}
 	place := func(row int64, ls []mapping.Line) {
 		for _, l := range ls {
 			if l.Skip != "" {
@@ -158,16 +217,19 @@ func (c *Corrector) apply(ctx context.Context, source int64, pcs []ledger.Pendin
 			if placed[le.Row] {
 				continue
 			}
+			if _, ok := refs[le.Row]; !ok {
+				refs[le.Row] = le.Entry.Ref()
+			}
 			if _, corrected := status[le.Row]; corrected {
 				place(le.Row, lines[le.Row])
 				continue
 			}
 			ls, err := c.Mapper.Map(ctx, le.Entry)
 			if err != nil && !mapping.OnlyProblems(err) {
-				return false, err
+				return nil, err
 			}
 			if err != nil {
-				return false, fmt.Errorf("correction: entry %s, paid before, no longer maps: %w", le.Entry.ID, err)
+				return nil, fmt.Errorf("correction: entry %s, paid before, no longer maps: %w", le.Entry.ID, err)
 			}
 			place(le.Row, ls)
 		}
@@ -178,20 +240,22 @@ func (c *Corrector) apply(ctx context.Context, source int64, pcs []ledger.Pendin
 		}
 	}
 	// A pay part that comes out as one replaced is kept as it is.
-	keep := map[int]bool{}
 	var newParts []paysync.PlannedPayPart
 	var newRows [][]int64
 	supersede := slices.Clone(parts)
 	for _, pl := range planner.Take(true) {
 		if len(pl.Problems) > 0 {
-			return false, fmt.Errorf("correction: %w", errors.Join(pl.Problems...))
+			return nil, fmt.Errorf("correction: %w", errors.Join(pl.Problems...))
 		}
 		if j := sameAs(supersede, pl.PayPart, links[pl.Index]); j >= 0 {
-			keep[pl.Index] = true
 			supersede = slices.Delete(supersede, j, j+1)
 			continue
 		}
-		newParts = append(newParts, pl.PayPart)
+		pp := pl.PayPart
+		for _, row := range links[pl.Index] {
+			pp.Entries = append(pp.Entries, refs[row])
+		}
+		newParts = append(newParts, pp)
 		newRows = append(newRows, links[pl.Index])
 	}
 	company := ""
@@ -201,12 +265,9 @@ func (c *Corrector) apply(ctx context.Context, source int64, pcs []ledger.Pendin
 	case len(newParts) > 0:
 		company = newParts[0].CompanyID
 	}
-	_, _, err = c.L.ApplyCorrection(ctx, ledger.Correction{SourceID: source, CompanyID: company, Pending: ok, Status: status,
-		Supersede: supersede, PayParts: newParts, PayPartRows: newRows, BatchSize: c.BatchSize})
-	if errors.Is(err, ledger.ErrCorrectionStale) {
-		return false, nil
-	}
-	return err == nil, err
+	out.unit = ledger.Correction{SourceID: source, CompanyID: company, Pending: ok, Status: status,
+		Supersede: supersede, PayParts: newParts, PayPartRows: newRows, BatchSize: c.BatchSize}
+	return out, nil
 }
 
 // sameAs returns the index of the part among parts that pp (of the entry

@@ -330,3 +330,34 @@ func TestCorrections_ClosedPeriod(t *testing.T) {
 		t.Errorf("pending corrections after the close: %d, %v", len(pending), err)
 	}
 }
+
+// TestCorrections_Preview: a dry run of a corrected export shows the
+// delta (the pay part it would replace, and the one it would create with
+// the new total and the entries behind it) and changes nothing.
+func TestCorrections_Preview(t *testing.T) {
+	e := setup(t, sandbox.Options{})
+	rules := mapping.DefaultRules()
+	im := e.importer(t, rules, 100)
+	mette := sandbox.EmpMetteHansen
+	if _, err := im.ImportAll(ctx(t), e.led, []worker.Input{fileInput(t, "v1.ndjson",
+		[]byte(entryJSON("d1", mette, "T1", "8")+"\n"+entryJSON("d2", mette, "T1", "2")+"\n"))}, nil); err != nil {
+		t.Fatal(err)
+	}
+	before := e.payrollParts()
+	res, err := im.PreviewAll(ctx(t), []worker.Input{fileInput(t, "v2.ndjson",
+		[]byte(entryJSON("d1", mette, "T1", "8.5")+"\n"+entryJSON("d2", mette, "T1", "2")+"\n"))}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := res[0].Report.Delta
+	if d == nil || len(d.Replaced) != 1 || len(d.Created) != 1 || d.Replaced[0].Units.Decimal.String() != "10" ||
+		d.Created[0].Units.Decimal.String() != "10.5" || len(d.Created[0].Entries) != 2 {
+		t.Fatalf("delta %+v", d)
+	}
+	if after := e.payrollParts(); len(after) != len(before) || after[mette+"|T1|10"] == "" {
+		t.Errorf("a preview changed payroll: %v", after)
+	}
+	if pending, _ := e.led.PendingCorrections(ctx(t), 10); len(pending) != 0 {
+		t.Errorf("a preview recorded %d corrections", len(pending))
+	}
+}

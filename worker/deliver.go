@@ -38,6 +38,7 @@ type Ledger interface {
 	Known(ctx context.Context, company string) (map[string]bool, error)
 	Owned(ctx context.Context, company string) (map[string]bool, error)
 	MarkRemoved(ctx context.Context, batchID, attemptID int64, deleted, gone []int64) error
+	MarkSupersededRemoved(ctx context.Context, batchID, attemptID int64, deleted, gone []int64) error
 	MarkDeleting(ctx context.Context, attemptID int64, itemIDs []int64) error
 	InterruptAttempts(ctx context.Context) error
 	SupersededBy(ctx context.Context, unit int64) (map[int64][]ledger.Item, []int64, error)

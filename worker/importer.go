@@ -69,7 +69,9 @@ type Report struct {
 	// Removed counts the entries a period statement removes (no longer
 	// in it); Outside the rows it does not import (dated outside its
 	// period), Warnings says which (the first DefaultMaxProblems).
-	Removed  int            `json:"removed,omitempty"`
+	Removed int `json:"removed,omitempty"`
+	// Delta, in a preview, is what the corrections would change.
+	Delta    *Delta         `json:"delta,omitempty"`
 	Outside  int            `json:"outside_period,omitempty"`
 	Warnings []string       `json:"warnings,omitempty"`
 	Skipped  map[string]int `json:"skipped"`
@@ -116,10 +118,42 @@ func (im *Importer) ImportFrom(ctx context.Context, kind paysync.SourceKind, nam
 	return rep, err
 }
 
-// applyCorrections applies the corrections an import recorded, before its
-// batches are delivered (a correction's batches are the import's).
+// previewCorrections fills a preview's Delta: what the import's
+// corrections (and a period statement's removals) would replace.
+func (im *Importer) previewCorrections(ctx context.Context, st *ledger.StagedImport, rep *Report) error {
+	pcs, err := st.PreviewCorrections()
+	if err != nil || len(pcs) == 0 {
+		return err
+	}
+	rep.Removed = 0
+	for _, pc := range pcs {
+		if pc.New.Deleted && pc.New.Line == 0 {
+			rep.Removed++
+		}
+	}
+	unit, probs, err := im.Corrector().Preview(ctx, pcs)
+	if err != nil {
+		return err
+	}
+	rep.Delta = &Delta{Replaced: unit.Supersede, Created: unit.PayParts}
+	rep.Problems = append(rep.Problems, probs...)
+	return nil
+}
+
+// Delta is what an import's corrections would change in payroll (a
+// preview): the pay parts replaced, and those created instead.
+type Delta struct {
+	Replaced []ledger.SupersedablePart `json:"replaced"`
+	Created  []paysync.PlannedPayPart  `json:"created"`
+}
+
+// applyCorrections applies the pending corrections before an import's
+// batches are delivered (a correction's batches are its import's): those
+// the import recorded, and those an earlier run recorded and died before
+// applying (the same file again is a duplicate, yet finishes them). With
+// nothing pending it is one indexed read.
 func (im *Importer) applyCorrections(ctx context.Context, rep Report) error {
-	if rep.Corrections+rep.Removed == 0 {
+	if rep.ImportID == 0 {
 		return nil
 	}
 	_, err := im.Corrector().Run(ctx)
@@ -261,6 +295,9 @@ func (im *Importer) stream(ctx context.Context, kind paysync.SourceKind, name st
 		}
 		if rejected {
 			return rep, nil
+		}
+		if err := im.previewCorrections(ctx, st, &rep); err != nil {
+			return rep, err
 		}
 		return rep, st.PayParts(preview)
 	}

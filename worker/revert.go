@@ -59,7 +59,7 @@ func (d *Deliverer) revertBatch(ctx context.Context, id int64) error {
 		if err != nil {
 			return err
 		}
-		again, err := d.deleteCreated(ctx, fmt.Sprintf("revert batch %d", id), id, b.CompanyID, att, created, try)
+		again, err := d.deleteCreated(ctx, fmt.Sprintf("revert batch %d", id), id, b.CompanyID, att, created, try, d.L.MarkRemoved)
 		if !again || err != nil {
 			return err
 		}
@@ -67,10 +67,12 @@ func (d *Deliverer) revertBatch(ctx context.Context, id int64) error {
 }
 
 // deleteCreated (op names it in errors) deletes from payroll the created pay parts of batch id
+// (recording them with markRemoved: the revert's, or the correction's)
 // that it still holds, in delete attempt att (recorded); ones deleted by
 // hand become gone. again: the attempt failed in a way worth another try
 // (after the backoff slept here): read and begin again.
-func (d *Deliverer) deleteCreated(ctx context.Context, op string, id int64, company string, att int64, created []ledger.Item, try int) (again bool, err error) {
+func (d *Deliverer) deleteCreated(ctx context.Context, op string, id int64, company string, att int64, created []ledger.Item, try int,
+	markRemoved func(ctx context.Context, batchID, attemptID int64, deleted, gone []int64) error) (again bool, err error) {
 	current, err := d.P.PayParts(ctx, company)
 	if err != nil {
 		_ = d.L.EndAttempt(context.WithoutCancel(ctx), att, paysync.AttemptFailed, 0, err.Error(), "")
@@ -95,7 +97,7 @@ func (d *Deliverer) deleteCreated(ctx context.Context, op string, id int64, comp
 		}
 	}
 	if len(gone)+len(deleted) > 0 {
-		if err := d.L.MarkRemoved(ctx, id, 0, deleted, gone); err != nil {
+		if err := markRemoved(ctx, id, 0, deleted, gone); err != nil {
 			return false, err
 		}
 		d.Stats.Gone += len(gone)
@@ -118,14 +120,14 @@ func (d *Deliverer) deleteCreated(ctx context.Context, op string, id int64, comp
 			failure = err
 			break
 		}
-		if err := d.L.MarkRemoved(ctx, id, 0, present[start:end], nil); err != nil {
+		if err := markRemoved(ctx, id, 0, present[start:end], nil); err != nil {
 			return false, err
 		}
 		d.Stats.Deleted += end - start
 		d.observe("deleted", end-start)
 	}
 	if failure == nil {
-		return false, d.L.MarkRemoved(ctx, id, att, nil, nil)
+		return false, markRemoved(ctx, id, att, nil, nil)
 	}
 	var pe *payroll.Error
 	if !errors.As(failure, &pe) || pe.Class == paysync.Revoked || try+1 >= d.MaxAttempts {
@@ -158,7 +160,7 @@ func (d *Deliverer) removeSuperseded(ctx context.Context, unit int64) error {
 			if err != nil {
 				return err
 			}
-			a, err := d.deleteCreated(ctx, fmt.Sprintf("correction %d: delete from batch %d", unit, bid), bid, items[0].CompanyID, att, items, try)
+			a, err := d.deleteCreated(ctx, fmt.Sprintf("correction %d: delete from batch %d", unit, bid), bid, items[0].CompanyID, att, items, try, d.L.MarkSupersededRemoved)
 			if err != nil {
 				return err
 			}

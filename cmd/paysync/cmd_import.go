@@ -17,6 +17,7 @@ import (
 	"github.com/paysync/paysync/ledger"
 	"github.com/paysync/paysync/mapping"
 	"github.com/paysync/paysync/worker"
+	"github.com/shopspring/decimal"
 )
 
 // importFlags are the flags of `paysync import`.
@@ -100,7 +101,11 @@ type importReport struct {
 	Problems       []problemJSON            `json:"problems"`
 	ImportedBefore []importedBefore         `json:"imported_before,omitempty"` // files of the same content imported before: nothing of them again
 	Warnings       []string                 `json:"warnings,omitempty"`        // rows a period statement does not import
-	Summary        importSummary            `json:"summary"`
+	// Delta is what the corrections would change in payroll: per employee
+	// × code the totals before and after, the pay parts to delete and to
+	// create (with the entries behind them).
+	Delta   *importDelta  `json:"delta,omitempty"`
+	Summary importSummary `json:"summary"`
 }
 
 type importedBefore struct {
@@ -261,6 +266,12 @@ func planImport(ctx context.Context, s *session, rules *mapping.Rules, company s
 		rep.Summary.Corrections += r.Corrections
 		rep.Summary.Outside += r.Outside
 		rep.Warnings = append(rep.Warnings, r.Warnings...)
+		if r.Delta != nil {
+			if rep.Delta == nil {
+				rep.Delta = &importDelta{}
+			}
+			rep.Delta.add(*r.Delta)
+		}
 		for k, v := range r.Skipped {
 			rep.Summary.Skipped[k] += v
 		}
@@ -355,6 +366,74 @@ func toProblemJSON(err error) []problemJSON {
 	return out
 }
 
+// importDelta is what a dry run's corrections would change.
+type importDelta struct {
+	Totals []deltaTotal              `json:"totals"`
+	Delete []ledger.SupersedablePart `json:"delete"`
+	Create []paysync.PlannedPayPart  `json:"create"`
+}
+
+// deltaTotal is one employee × code's total before and after.
+type deltaTotal struct {
+	CompanyID    string          `json:"company_id"`
+	EmployeeID   string          `json:"employee_id"`
+	EmployeeName string          `json:"employee_name"`
+	Code         string          `json:"code"`
+	UnitsBefore  decimal.Decimal `json:"units_before"`
+	UnitsAfter   decimal.Decimal `json:"units_after"`
+	AmountBefore decimal.Decimal `json:"amount_before"`
+	AmountAfter  decimal.Decimal `json:"amount_after"`
+}
+
+func (d *importDelta) add(x worker.Delta) {
+	d.Delete = append(d.Delete, x.Replaced...)
+	d.Create = append(d.Create, x.Created...)
+	total := func(company, emp, name, code string) *deltaTotal {
+		for i := range d.Totals {
+			if t := &d.Totals[i]; t.CompanyID == company && t.EmployeeID == emp && t.Code == code {
+				return t
+			}
+		}
+		d.Totals = append(d.Totals, deltaTotal{CompanyID: company, EmployeeID: emp, EmployeeName: name, Code: code})
+		return &d.Totals[len(d.Totals)-1]
+	}
+	for _, p := range x.Replaced {
+		t := total(p.CompanyID, p.EmployeeID, p.EmployeeName, p.Code)
+		t.UnitsBefore, t.AmountBefore = t.UnitsBefore.Add(p.Units.Decimal), t.AmountBefore.Add(p.Amount.Decimal)
+	}
+	for _, p := range x.Created {
+		t := total(p.CompanyID, p.EmployeeID, p.EmployeeName, p.Code)
+		t.UnitsAfter, t.AmountAfter = t.UnitsAfter.Add(p.Units.Decimal), t.AmountAfter.Add(p.Amount.Decimal)
+	}
+}
+
+func writeDelta(w io.Writer, d *importDelta) error {
+	fmt.Fprintln(w, "\ncorrections: what payroll would hold instead, per employee × code:")
+	fmt.Fprintln(w)
+	t := newTable(w, "COMPANY", "EMPLOYEE", "CODE", "UNITS BEFORE → AFTER", "AMOUNT BEFORE → AFTER")
+	for _, x := range d.Totals {
+		t.row(x.CompanyID, x.EmployeeName, x.Code, x.UnitsBefore.String()+" → "+x.UnitsAfter.String(), x.AmountBefore.String()+" → "+x.AmountAfter.String())
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	for _, p := range d.Delete {
+		id := p.PayrollID
+		if id == "" {
+			id = "not sent yet"
+		}
+		fmt.Fprintf(w, "delete pay part %d (%s %s %s, payroll id %s)\n", p.ID, p.EmployeeName, p.Code, num(p.Units), id)
+	}
+	for _, p := range d.Create {
+		var from []string
+		for _, e := range p.Entries {
+			from = append(from, fmt.Sprintf("%s (%s:%d)", e.ID, e.Source, e.Line))
+		}
+		fmt.Fprintf(w, "create pay part %s %s %s from %s\n", p.EmployeeName, p.Code, num(p.Units), strings.Join(from, ", "))
+	}
+	return nil
+}
+
 func writeImportReport(w io.Writer, rep importReport) error {
 	if len(rep.PayParts) == 0 {
 		fmt.Fprintln(w, "no pay parts would be created")
@@ -392,12 +471,17 @@ func writeImportReport(w io.Writer, rep importReport) error {
 	if s.AlreadyImported > 0 {
 		fmt.Fprintf(w, "%d entries are in the ledger already with the same content: skipped, as the import would\n", s.AlreadyImported)
 	}
+	if rep.Delta != nil {
+		if err := writeDelta(w, rep.Delta); err != nil {
+			return err
+		}
+	}
 	if s.Corrections > 0 {
 		they := "they are"
 		if s.Corrections == 1 {
 			they = "it is"
 		}
-		fmt.Fprintf(w, "%s paid before with other content: a correction; the import would replace the pay parts %s in (not listed above)\n",
+		fmt.Fprintf(w, "%s paid before with other content: a correction; the import would replace the pay parts %s in (as above)\n",
 			plural(s.Corrections, "entry is", "entries are"), they)
 	}
 	for _, w2 := range rep.Warnings {

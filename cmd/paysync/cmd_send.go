@@ -108,14 +108,19 @@ func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []s
 	if err != nil {
 		return s.startupErr(err)
 	}
+	im := &worker.Importer{L: s.led, D: d, Mapper: mapper, Rules: rules, Wire: schema, Read: opts, BatchSize: s.cfg.BatchSize}
+	scope.apply(im)
+	// Corrections an earlier run recorded but did not apply are applied
+	// first, and delivered with its other leftovers.
+	if _, err := im.Corrector().Run(ctx); err != nil {
+		return err
+	}
 	if _, err := d.DeliverOpen(ctx, 0, func(open []ledger.Batch) {
 		prog.add(open)
 		fmt.Fprintf(io.err, "paysync: finishing %d batch(es) left open by an earlier run\n", len(open))
 	}); err != nil {
 		return err
 	}
-	im := &worker.Importer{L: s.led, D: d, Mapper: mapper, Rules: rules, Wire: schema, Read: opts, BatchSize: s.cfg.BatchSize}
-	scope.apply(im)
 	res, runErr := im.ImportAll(ctx, s.led, inputsOf(files, io.in), prog.add)
 	prog.done()
 	sum := sendSummary{Batches: res.Batches, Unfinished: res.Unfinished, Problems: []problemJSON{}}

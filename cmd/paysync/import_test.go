@@ -190,6 +190,10 @@ func TestImport_DryRunAgainstTheLedger(t *testing.T) {
 		"3 entries in 1 file(s): 1 mapped, 0 skipped, 0 with problems; 1 pay parts",
 		"1 entries are in the ledger already with the same content",
 		"1 entry is paid before with other content: a correction",
+		"corrections: what payroll would hold instead, per employee × code:",
+		"delete pay part ",
+		"create pay part ",
+		"tt-1002 (",
 		"MV8y     Jonas Larsen",
 	} {
 		if !strings.Contains(r.stdout, want) {
