@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/paysync/paysync"
@@ -327,10 +326,13 @@ func (l *Ledger) ApplyCorrection(ctx context.Context, c Correction) (unit int64,
 			}
 			byCompany[pp.CompanyID] = append(byCompany[pp.CompanyID], i)
 		}
-		if len(companies) == 0 && slices.ContainsFunc(c.Supersede, func(p SupersedablePart) bool { return p.State == paysync.PartCreated }) {
-			// Nothing to create, only to delete (a tombstone): an empty
-			// batch carries the unit's delete to the sender.
-			companies, byCompany[c.CompanyID] = []string{c.CompanyID}, nil
+		for _, p := range c.Supersede {
+			if _, ok := byCompany[p.CompanyID]; !ok && p.State == paysync.PartCreated {
+				// Nothing to create for the company, only to delete (a
+				// tombstone): an empty batch carries its delete to the
+				// sender.
+				companies, byCompany[p.CompanyID] = append(companies, p.CompanyID), nil
+			}
 		}
 		for _, company := range companies {
 			idx := byCompany[company]
@@ -377,11 +379,13 @@ func (l *Ledger) ApplyCorrection(ctx context.Context, c Correction) (unit int64,
 	return unit, batches, err
 }
 
-// SupersededBy returns the pay parts correction unit replaces that payroll
-// may still hold (created), by batch.
-func (l *Ledger) SupersededBy(ctx context.Context, unit int64) (map[int64][]Item, []int64, error) {
+// SupersededBy returns the pay parts of company that correction unit
+// replaces and payroll may still hold (created), by batch. (A unit's
+// batch of one company deletes that company's: each company's calls stay
+// one at a time.)
+func (l *Ledger) SupersededBy(ctx context.Context, unit int64, company string) (map[int64][]Item, []int64, error) {
 	rows, err := l.rdb.QueryContext(ctx, `SELECT id, batch_id, company_id, coalesce(payroll_id, ''), coalesce(delete_attempt, 0)
-		FROM pay_parts WHERE superseded_by = ? AND state = 'created' ORDER BY batch_id, id`, unit)
+		FROM pay_parts WHERE superseded_by = ? AND company_id = ? AND state = 'created' ORDER BY batch_id, id`, unit, company)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ledger: superseded pay parts: %w", err)
 	}

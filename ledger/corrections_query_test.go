@@ -65,7 +65,14 @@ func sendAll(t *testing.T, l *Ledger, batch int64) {
 // sender does before the unit's batches go out.
 func deleteSuperseded(t *testing.T, l *Ledger, unit int64) {
 	t.Helper()
-	byBatch, order, err := l.SupersededBy(t.Context(), unit)
+	for _, company := range []string{"A", "B"} {
+		deleteSupersededOf(t, l, unit, company)
+	}
+}
+
+func deleteSupersededOf(t *testing.T, l *Ledger, unit int64, company string) {
+	t.Helper()
+	byBatch, order, err := l.SupersededBy(t.Context(), unit, company)
 	if err != nil {
 		t.Fatalf("SupersededBy(%d): %v", unit, err)
 	}
@@ -79,7 +86,7 @@ func deleteSuperseded(t *testing.T, l *Ledger, unit int64) {
 		if err := l.MarkDeleting(t.Context(), att, ids); err != nil {
 			t.Fatal(err)
 		}
-		if err := l.MarkRemoved(t.Context(), b, att, ids, nil); err != nil {
+		if err := l.MarkSupersededRemoved(t.Context(), b, att, ids, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -361,3 +361,24 @@ func TestCorrections_Preview(t *testing.T) {
 		t.Errorf("a preview recorded %d corrections", len(pending))
 	}
 }
+
+// TestCorrections_MovesCompany: a correction that moves an entry to
+// another company deletes its pay part in the first company (through that
+// company's own batch of the unit) and creates it in the second.
+func TestCorrections_MovesCompany(t *testing.T) {
+	e := setup(t, sandbox.Options{})
+	im := e.importer(t, mapping.DefaultRules(), 100)
+	row := func(company, emp string) string {
+		return fmt.Sprintf(`{"id":"mv1","company_id":%q,"employee_id":%q,"date":"2026-11-02","hours":6,"code":"T1"}`, company, emp) + "\n"
+	}
+	for i, body := range []string{row(sandbox.CompanyNordlys, sandbox.EmpMetteHansen), row(sandbox.CompanyFjordtech, sandbox.EmpJonasLarsen)} {
+		sum, err := im.ImportAll(ctx(t), e.led, []worker.Input{fileInput(t, fmt.Sprintf("v%d.ndjson", i), []byte(body))}, nil)
+		if err != nil || sum.Unfinished != 0 {
+			t.Fatalf("import %d: %v, %+v", i, err, sum)
+		}
+	}
+	got := e.sandboxParts()
+	if len(got) != 1 || !strings.HasPrefix(got[0], sandbox.CompanyFjordtech+"|"+sandbox.EmpJonasLarsen+"|T1|6") {
+		t.Errorf("payroll holds %v, want the entry's 6 hours in %s only", got, sandbox.CompanyFjordtech)
+	}
+}

@@ -41,7 +41,7 @@ type Ledger interface {
 	MarkSupersededRemoved(ctx context.Context, batchID, attemptID int64, deleted, gone []int64) error
 	MarkDeleting(ctx context.Context, attemptID int64, itemIDs []int64) error
 	InterruptAttempts(ctx context.Context) error
-	SupersededBy(ctx context.Context, unit int64) (map[int64][]ledger.Item, []int64, error)
+	SupersededBy(ctx context.Context, unit int64, company string) (map[int64][]ledger.Item, []int64, error)
 	BeginSupersedeDelete(ctx context.Context, batchID int64, items int) (int64, error)
 }
 
@@ -494,7 +494,7 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) (children 
 			}
 			if b.Correction != 0 {
 				// What the correction replaces leaves payroll first.
-				if err := d.removeSuperseded(ctx, b.Correction); err != nil {
+				if err := d.removeSuperseded(ctx, b.Correction, b.CompanyID); err != nil {
 					return nil, err
 				}
 			}

@@ -143,13 +143,13 @@ func (d *Deliverer) deleteCreated(ctx context.Context, op string, id int64, comp
 	return true, d.Sleep(ctx, backoff(try, pe.RetryAfter))
 }
 
-// removeSuperseded deletes from payroll the pay parts correction unit
-// replaces, before the unit's own batches are sent. Run again after a
+// removeSuperseded deletes from payroll the pay parts of company that
+// correction unit replaces, before the unit's own batches are sent. Run again after a
 // crash, it deletes what is still there (a delete recorded and sent is
 // found done).
-func (d *Deliverer) removeSuperseded(ctx context.Context, unit int64) error {
+func (d *Deliverer) removeSuperseded(ctx context.Context, unit int64, company string) error {
 	for try := 0; ; try++ {
-		byBatch, order, err := d.L.SupersededBy(ctx, unit)
+		byBatch, order, err := d.L.SupersededBy(ctx, unit, company)
 		if err != nil || len(order) == 0 {
 			return err
 		}

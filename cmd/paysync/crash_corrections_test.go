@@ -273,7 +273,7 @@ func (c *crashEnv) correctionPhase(t *testing.T) string {
 	if len(unit) == 0 {
 		return "committed, corrections not applied"
 	}
-	left, _, err := l.SupersededBy(ctx, unit[0].Correction)
+	left, _, err := l.SupersededBy(ctx, unit[0].Correction, unit[0].CompanyID)
 	if err != nil {
 		t.Fatal(err)
 	}
