@@ -224,7 +224,10 @@ func (l *Ledger) PartsOfEntries(ctx context.Context, entries []int64) ([]Superse
 // those pay parts are planned again into PayParts (sent after the
 // superseded ones are deleted).
 type Correction struct {
-	SourceID  int64  // the import that brought the corrections
+	SourceID int64 // the import that brought the corrections
+	// Source, when set, is recorded as the unit's source (kind replay): a
+	// revert or replay of a period, which no import brought.
+	Source    *NewSource
 	CompanyID string // the company of its pay parts (the first, if they are of several)
 	// Pending are the pending corrections applied (every pending one of
 	// their entries up to these is done with them).
@@ -240,6 +243,59 @@ type Correction struct {
 	PayParts    []paysync.PlannedPayPart
 	PayPartRows [][]int64
 	BatchSize   int
+}
+
+// Scope names the entries of a period, of one source (origin) and one
+// company when those are set: what paysync revert and replay --period
+// take.
+type Scope struct {
+	Period  paysync.Period
+	Origin  string
+	Company string
+}
+
+func (sc Scope) String() string {
+	s := sc.Period.String()
+	if sc.Origin != "" {
+		s += " source " + sc.Origin
+	}
+	if sc.Company != "" {
+		s += " company " + sc.Company
+	}
+	return s
+}
+
+// EntriesIn returns the entries in scope, as stored (tombstones left
+// out): a pay part's company is known only through its pay parts, so the
+// company is the caller's to check.
+func (l *Ledger) EntriesIn(ctx context.Context, sc Scope) ([]LiveEntry, error) {
+	q := `SELECT e.id, e.data, e.line, s.name FROM entries e JOIN sources s ON s.id = e.source_id
+		WHERE e.entry_date BETWEEN ? AND ? AND NOT (e.status = 'skipped' AND e.note = 'deleted')`
+	args := []any{sc.Period.First().Format(time.DateOnly), sc.Period.Last().Format(time.DateOnly)}
+	if sc.Origin != "" {
+		q += ` AND e.origin = ?`
+		args = append(args, sc.Origin)
+	}
+	rows, err := l.rdb.QueryContext(ctx, q+` ORDER BY e.id`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: entries of %s: %w", sc, err)
+	}
+	defer rows.Close()
+	var out []LiveEntry
+	for rows.Next() {
+		var le LiveEntry
+		var data []byte
+		if err := rows.Scan(&le.Row, &data, &le.Entry.Line, &le.Entry.Source); err != nil {
+			return nil, fmt.Errorf("ledger: entries of %s: %w", sc, err)
+		}
+		src, line := le.Entry.Source, le.Entry.Line
+		if err := json.Unmarshal(data, &le.Entry); err != nil {
+			return nil, fmt.Errorf("ledger: stored entry %d: %w", le.Row, err)
+		}
+		le.Entry.Source, le.Entry.Line = src, line
+		out = append(out, le)
+	}
+	return out, rows.Err()
 }
 
 // NewEntryStatus is what a corrected entry's new version mapped to.
@@ -266,6 +322,9 @@ func (l *Ledger) ApplyCorrection(ctx context.Context, c Correction) (unit int64,
 		defer st.close()
 		now := l.ts()
 		for _, p := range c.Pending {
+			if p.ID == 0 {
+				continue // a replay's re-mapping: no correction recorded
+			}
 			var state string
 			if err := st.queryRow(`SELECT state FROM entry_corrections WHERE id = ?`, p.ID).Scan(&state); err != nil {
 				return err
@@ -285,6 +344,12 @@ func (l *Ledger) ApplyCorrection(ctx context.Context, c Correction) (unit int64,
 				return ErrCorrectionStale
 			}
 		}
+		if c.Source != nil {
+			var err error
+			if c.SourceID, err = insertSource(st, paysync.SourceReplay, c.Source.Name, c.Source.Hash, "", 0, nil, paysync.SourceCommitted, len(c.Pending), 0, 0, now); err != nil {
+				return err
+			}
+		}
 		res, err := st.exec(`INSERT INTO corrections (source_id, company_id, entries, superseded, created_at) VALUES (?, ?, ?, ?, ?)`,
 			c.SourceID, c.CompanyID, len(c.Pending), len(c.Supersede), now)
 		if err != nil {
@@ -293,6 +358,13 @@ func (l *Ledger) ApplyCorrection(ctx context.Context, c Correction) (unit int64,
 		unit, _ = res.LastInsertId()
 		for _, p := range c.Pending {
 			ns := c.Status[p.Entry]
+			if p.ID == 0 {
+				// Re-mapped as stored: only what the rules make of it changes.
+				if _, err := st.exec(`UPDATE entries SET status = ?, note = ? WHERE id = ?`, ns.Status, ns.Note, p.Entry); err != nil {
+					return err
+				}
+				continue
+			}
 			if _, err := st.exec(`INSERT INTO entry_versions (entry, source_id, line, content_hash, data, status, correction)
 				SELECT id, source_id, line, content_hash, data, status, ? FROM entries WHERE id = ?`, unit, p.Entry); err != nil {
 				return err

@@ -20,6 +20,7 @@ type CorrectionLedger interface {
 	SkipCorrection(ctx context.Context, p ledger.PendingCorrection) error
 	RejectCorrection(ctx context.Context, p ledger.PendingCorrection, r ledger.NewReject) error
 	ClosedPeriods(ctx context.Context) ([]ledger.ClosedPeriod, error)
+	EntriesIn(ctx context.Context, sc ledger.Scope) ([]ledger.LiveEntry, error)
 }
 
 var _ CorrectionLedger = (*ledger.Ledger)(nil)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/paysync/paysync"
+	"github.com/paysync/paysync/ledger"
 	"github.com/paysync/paysync/mapping"
 	"github.com/paysync/paysync/payroll/sandbox"
 	"github.com/paysync/paysync/worker"
@@ -380,5 +381,77 @@ func TestCorrections_MovesCompany(t *testing.T) {
 	got := e.sandboxParts()
 	if len(got) != 1 || !strings.HasPrefix(got[0], sandbox.CompanyFjordtech+"|"+sandbox.EmpJonasLarsen+"|T1|6") {
 		t.Errorf("payroll holds %v, want the entry's 6 hours in %s only", got, sandbox.CompanyFjordtech)
+	}
+}
+
+// TestScope_RevertAndReplayPeriod: revert --period deletes exactly what
+// payroll holds for the period (the other month stays), twice changes
+// nothing; replay --period pays it again (once: twice changes nothing);
+// after a rules change, replay replaces only the pay parts that change.
+func TestScope_RevertAndReplayPeriod(t *testing.T) {
+	e := setup(t, sandbox.Options{})
+	rules := mapping.DefaultRules()
+	im := e.importer(t, rules, 100)
+	mette, lars := sandbox.EmpMetteHansen, sandbox.EmpLarsNielsen
+	dated := func(id, emp, date, hours string) string {
+		return fmt.Sprintf(`{"id":%q,"employee_id":%q,"date":%q,"hours":%s,"code":"T1"}`, id, emp, date, hours)
+	}
+	body := strings.Join([]string{dated("a1", mette, "2026-10-30", "8"), dated("a2", mette, "2026-11-02", "6"), dated("a3", lars, "2026-11-03", "4")}, "\n") + "\n"
+	if _, err := im.ImportAll(ctx(t), e.led, []worker.Input{fileInput(t, "oct-nov.ndjson", []byte(body))}, nil); err != nil {
+		t.Fatal(err)
+	}
+	holds := func(step string, want ...string) map[string]string {
+		t.Helper()
+		got := e.payrollParts()
+		var keys []string
+		for k := range got {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		slices.Sort(want)
+		if !slices.Equal(keys, want) {
+			t.Fatalf("%s: payroll holds %v, want %v", step, keys, want)
+		}
+		return got
+	}
+	first := holds("import", mette+"|T1|8", mette+"|T1|6", lars+"|T1|4")
+	nov, _ := paysync.ParsePeriod("2026-11")
+	corr := im.Corrector()
+	deliver := func(res worker.ScopeResult) {
+		t.Helper()
+		for _, b := range res.Batches {
+			if _, err := im.D.DeliverOpen(ctx(t), 0, nil); err != nil {
+				t.Fatalf("deliver batch %d: %v", b, err)
+			}
+		}
+	}
+	sc := ledger.Scope{Period: nov}
+	res, err := corr.RevertScope(ctx(t), sc, false)
+	if err != nil || len(res.Unit.Supersede) != 2 {
+		t.Fatalf("revert: %+v, %v", res, err)
+	}
+	deliver(res)
+	holds("after the revert of November", mette+"|T1|8")
+	if res, err := corr.RevertScope(ctx(t), sc, false); err != nil || res.Changes() {
+		t.Fatalf("revert again: %+v, %v; want nothing", res, err)
+	}
+
+	res, err = corr.ReplayScope(ctx(t), sc, false)
+	if err != nil || len(res.Unit.PayParts) != 2 || len(res.Unit.Supersede) != 0 {
+		t.Fatalf("replay: %+v, %v", res, err)
+	}
+	deliver(res)
+	again := holds("after the replay", mette+"|T1|8", mette+"|T1|6", lars+"|T1|4")
+	if again[mette+"|T1|8"] != first[mette+"|T1|8"] {
+		t.Error("October's pay part was replaced")
+	}
+	if res, err := corr.ReplayScope(ctx(t), sc, false); err != nil || res.Changes() {
+		t.Fatalf("replay again: %+v, %v; want nothing", res, err)
+	}
+
+	// The rules now round to whole hours down: 6 and 4 stay, nothing changes.
+	rules.Places = 0
+	if res, err := corr.ReplayScope(ctx(t), sc, true); err != nil || res.Changes() {
+		t.Fatalf("replay under rules that give the same: %+v, %v", res, err)
 	}
 }

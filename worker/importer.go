@@ -257,7 +257,11 @@ func (im *Importer) stream(ctx context.Context, kind paysync.SourceKind, name st
 		return rep, err
 	}
 	defer st.Rollback()
-	s := newSourceIntake(entryStep{mapper: im.Mapper, name: name, unit: "file", fix: "the export"}, st,
+	closed, err := im.L.ClosedPeriods(ctx)
+	if err != nil {
+		return rep, err
+	}
+	s := newSourceIntake(entryStep{mapper: im.Mapper, name: name, unit: "file", fix: "the export", closed: closed}, st,
 		im.Rules, im.Wire, &rep, im.AllOrNothing, im.MaxProblems)
 	in := &teeInput{r: r, w: st}
 	rd, format, err := mapping.NewReader(name, in, im.Read)
@@ -265,9 +269,6 @@ func (im *Importer) stream(ctx context.Context, kind paysync.SourceKind, name st
 		return rep, err
 	}
 	s.step.origin, s.period = cmp.Or(im.Origin, string(format)), im.Statement
-	if s.step.closed, err = im.L.ClosedPeriods(ctx); err != nil {
-		return rep, err
-	}
 	if err != nil {
 		// Nothing to import: not even a rejected source is recorded.
 		rep.Problems = []error{err}

@@ -83,20 +83,32 @@ func runRevert(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	}
 	var importID int64
 	var dryRun, yes bool
-	fs := newFlagSet("revert", "revert BATCH_ID | --import ID [--dry-run] [--yes]", io)
+	var sf scopeFlags
+	fs := newFlagSet("revert", "revert BATCH_ID | --import ID | --period PERIOD [--source S] [--company C] [--dry-run] [--yes]", io)
 	cfg.apiFlags(fs)
 	fs.Int64Var(&importID, "import", 0, "revert every batch of this import")
 	fs.BoolVar(&dryRun, "dry-run", false, "show what would be deleted, change nothing")
 	fs.BoolVar(&yes, "yes", false, "do not ask for confirmation")
+	sf.register(fs, "revert")
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
 		return err
+	}
+	sc, byPeriod, err := sf.scope("revert")
+	if err != nil {
+		return err
+	}
+	if byPeriod && (importID != 0 || len(pos) > 0) {
+		return usagef("revert: give a batch id, --import ID or --period, one of them")
 	}
 	s, err := cfg.connect(ctx, io, true)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	if byPeriod {
+		return runScope(ctx, s, "revert", sc, mapping.DefaultRules(), dryRun, yes, io)
+	}
 	bs, err := targets(ctx, s.led, "revert", pos, importID)
 	if err != nil {
 		return err
@@ -183,7 +195,9 @@ func runReplay(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	var importID int64
 	var dryRun, yes, force, asJSON bool
 	var rulesFile string
-	fs := newFlagSet("replay", "replay BATCH_ID | --import ID [--dry-run] [--yes] [--force]", io)
+	var sf scopeFlags
+	fs := newFlagSet("replay", "replay BATCH_ID | --import ID | --period PERIOD [--source S] [--company C] [--dry-run] [--yes] [--force]", io)
+	sf.register(fs, "replay")
 	cfg.apiFlags(fs)
 	fs.Int64Var(&importID, "import", 0, "replay every entry of this import (of one refused as a whole: import its stored input again)")
 	fs.BoolVar(&dryRun, "dry-run", false, "show what would be sent, send nothing")
@@ -198,6 +212,19 @@ func runReplay(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	rules, err := loadRulesFile(rulesFile)
 	if err != nil {
 		return err
+	}
+	if sc, byPeriod, err := sf.scope("replay"); err != nil {
+		return err
+	} else if byPeriod {
+		if importID != 0 || len(pos) > 0 || force {
+			return usagef("replay: --period goes alone (it replaces what changes, and never pays an entry twice: --force has no use)")
+		}
+		s, err := cfg.connect(ctx, io, true)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		return runScope(ctx, s, "replay", sc, rules, dryRun, yes, io)
 	}
 	var batchID int64
 	if importID == 0 {

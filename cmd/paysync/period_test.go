@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -134,4 +135,60 @@ func TestPeriods_CloseRefusesCorrections(t *testing.T) {
 	if got := payrollUnits(); got != "17.5" {
 		t.Fatalf("payroll holds %s units after the correction, want 17.5", got)
 	}
+}
+
+// TestRevertReplay_Period: revert --period deletes exactly what payroll
+// holds for the period (after a dry run that shows it and changes
+// nothing), replay --period pays it again, and each run twice changes
+// nothing the second time.
+func TestRevertReplay_Period(t *testing.T) {
+	s := startSandbox(t, sandbox.Options{})
+	env := with(s.env, "PAYSYNC_LEDGER", filepath.Join(t.TempDir(), "ledger.db"))
+	must := func(code int, args ...string) result {
+		t.Helper()
+		r := runInProcess(t, env, args...)
+		if r.code != code {
+			t.Fatalf("%v: exit %d, want %d\n%s%s", args, r.code, code, r.stdout, r.stderr)
+		}
+		return r
+	}
+	units := func() []string {
+		var out []string
+		for _, c := range s.sb.State().Companies {
+			for _, p := range c.PayParts {
+				out = append(out, p.EmployeeID+" "+p.Numbers.Units.Decimal.String())
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	p := filepath.Join(t.TempDir(), "oct-nov.ndjson")
+	rows := `{"id":"v1","employee_id":"MV8xXzE=","date":"2026-10-30","hours":"8","code":"T1"}
+{"id":"v2","employee_id":"MV8xXzE=","date":"2026-11-02","hours":"6","code":"T1"}
+{"id":"v3","employee_id":"MV8xXzI=","date":"2026-11-03","hours":"4","code":"T1"}
+`
+	if err := os.WriteFile(p, []byte(rows), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	must(0, "import", p)
+	all := units()
+	r := must(0, "revert", "--period", "2026-11", "--dry-run")
+	if strings.Count(r.stdout, "delete ") != 2 || len(units()) != 3 {
+		t.Fatalf("revert --dry-run:\n%s\npayroll %v", r.stdout, units())
+	}
+	must(0, "revert", "--period", "2026-11", "--yes")
+	if got := units(); !slices.Equal(got, []string{"MV8xXzE= 8"}) {
+		t.Fatalf("after revert --period 2026-11 payroll holds %v", got)
+	}
+	if r := must(0, "revert", "--period", "2026-11", "--yes"); !strings.Contains(r.stdout, "nothing to change") {
+		t.Errorf("revert twice:\n%s", r.stdout)
+	}
+	must(0, "replay", "--period", "2026-11", "--yes")
+	if got := units(); !slices.Equal(got, all) {
+		t.Fatalf("after replay --period 2026-11 payroll holds %v, want %v", got, all)
+	}
+	if r := must(0, "replay", "--period", "2026-11", "--yes"); !strings.Contains(r.stdout, "nothing to change") {
+		t.Errorf("replay twice:\n%s", r.stdout)
+	}
+	must(2, "replay", "--period", "2026-11", "--force")
 }

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/paysync/paysync"
+	"github.com/paysync/paysync/ledger"
+	"github.com/paysync/paysync/mapping"
+	"github.com/paysync/paysync/worker"
+)
+
+// scopeFlags are revert's and replay's --period, --source and --company.
+type scopeFlags struct{ period, source, company string }
+
+func (f *scopeFlags) register(fs *flag.FlagSet, op string) {
+	fs.StringVar(&f.period, "period", "", op+" what payroll holds for the entries of PERIOD (2026-11, 2026-W45, 2026-11-02..2026-11-15), of every import and message")
+	fs.StringVar(&f.source, "source", "", "with --period: only the entries of this source (a format or preset name, --source of the import, a NATS subject's source)")
+	fs.StringVar(&f.company, "company", "", "with --period: only this company's pay parts")
+}
+
+func (f *scopeFlags) scope(op string) (ledger.Scope, bool, error) {
+	if f.period == "" {
+		if f.source != "" || f.company != "" {
+			return ledger.Scope{}, false, usagef("%s: --source and --company go with --period", op)
+		}
+		return ledger.Scope{}, false, nil
+	}
+	p, err := paysync.ParsePeriod(f.period)
+	if err != nil {
+		return ledger.Scope{}, false, usagef("%s: --period: %v", op, err)
+	}
+	return ledger.Scope{Period: p, Origin: f.source, Company: f.company}, true, nil
+}
+
+// runScope is revert --period and replay --period: one correction unit
+// for what payroll holds of the period (worker.Corrector), shown first,
+// confirmed, then sent (its deletes first, ledger first).
+func runScope(ctx context.Context, s *session, op string, sc ledger.Scope, rules *mapping.Rules, dryRun, yes bool, io stdio) error {
+	w := s.commandWaiter(io.err)
+	d := s.deliverer(io)
+	corr := &worker.Corrector{L: s.led, Rules: rules, BatchSize: s.cfg.BatchSize}
+	if op == "replay" {
+		mapper, schema, err := worker.Begin(ctx, w, s.cl, rules, s.cfg.CompanyID, d)
+		if err != nil {
+			return s.startupErr(err)
+		}
+		corr.Mapper, corr.Wire = mapper, schema
+	} else if err := s.startupErr(w.Do(ctx, waitRecovery, d.Recover)); err != nil {
+		return err
+	}
+	run := corr.RevertScope
+	if op == "replay" {
+		run = corr.ReplayScope
+	}
+	res, err := run(ctx, sc, true)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	writeScope(io, op, sc, res)
+	if dryRun || !res.Changes() {
+		return nil
+	}
+	if err := confirm(io, yes, fmt.Sprintf("%s %s: delete %d pay parts and create %d?", op, sc, len(res.Unit.Supersede), len(res.Unit.PayParts))); err != nil {
+		return err
+	}
+	if res, err = run(ctx, sc, false); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if _, err := d.DeliverOpen(ctx, 0, nil); err != nil {
+		return err
+	}
+	unfinished, err := unfinishedOf(ctx, s.led, res.Batches)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(io.out, "%s %s: %d deleted, %d were already gone, %d created; %d API calls\n", op, sc, d.Stats.Deleted, d.Stats.Gone, d.Stats.Created, s.cl.Calls())
+	if unfinished > 0 {
+		return fmt.Errorf("%s: %d batch(es) did not finish; run it again (paysync batches --state failed)", op, unfinished)
+	}
+	return nil
+}
+
+// writeScope shows what a revert or replay of a period changes.
+func writeScope(io stdio, op string, sc ledger.Scope, res worker.ScopeResult) {
+	if !res.Changes() {
+		fmt.Fprintf(io.out, "%s %s: nothing to change: payroll holds what the ledger's entries make of it\n", op, sc)
+	}
+	if res.Changes() {
+		t := newTable(io.out, "", "COMPANY", "EMPLOYEE", "CODE", "UNITS", "RATE", "AMOUNT", "PAYROLL ID")
+		for _, p := range res.Unit.Supersede {
+			id := p.PayrollID
+			if id == "" {
+				id = "(not sent yet)"
+			}
+			t.row("delete", p.CompanyID, p.EmployeeName, p.Code, num(p.Units), num(p.Rate), num(p.Amount), id)
+		}
+		for _, p := range res.Unit.PayParts {
+			t.row("create", p.CompanyID, p.EmployeeName, p.Code, num(p.Units), num(p.Rate), num(p.Amount), "")
+		}
+		_ = t.flush()
+	}
+	if res.Spanning > 0 {
+		fmt.Fprintf(io.out, "%d pay parts sum entries of the period and of another one (imported before pay parts were per period): left alone; revert their import instead\n", res.Spanning)
+	}
+}

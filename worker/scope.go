@@ -1,0 +1,160 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/paysync/paysync"
+	"github.com/paysync/paysync/ledger"
+)
+
+// ScopeResult is what a revert or replay of a period does (or would, dry).
+type ScopeResult struct {
+	// Unit holds the pay parts replaced (Supersede) and created instead
+	// (PayParts); its Pending are the entries re-mapped.
+	Unit ledger.Correction
+	// Batches are the unit's batches to send (none for a dry run, or when
+	// nothing changes).
+	Batches []int64
+	// Spanning counts pay parts with entries both in and out of the scope
+	// (summed before pay parts were per period): left alone.
+	Spanning int
+}
+
+// Changes reports whether payroll would change.
+func (r ScopeResult) Changes() bool { return len(r.Unit.Supersede)+len(r.Unit.PayParts) > 0 }
+
+// ErrScopeBusy: a pay part in scope is in a call right now; try again.
+var ErrScopeBusy = errors.New("a batch of the period is being sent or reverted right now; run it again in a moment")
+
+// RevertScope removes from payroll what it holds for the entries in scope,
+// as one unit: its pay parts are replaced by nothing (deleted, ledger
+// first, by the unit's batches; one never sent is simply not sent). The
+// entries stay in the ledger, no longer paid: importing or replaying them
+// again pays them. Run twice, the second finds nothing.
+func (c *Corrector) RevertScope(ctx context.Context, sc ledger.Scope, dryRun bool) (ScopeResult, error) {
+	var res ScopeResult
+	if err := c.refuseClosed(ctx, sc); err != nil {
+		return res, err
+	}
+	entries, err := c.scopeEntries(ctx, sc)
+	if err != nil {
+		return res, err
+	}
+	in := map[int64]bool{}
+	rows := make([]int64, len(entries))
+	for i, le := range entries {
+		in[le.Row], rows[i] = true, le.Row
+	}
+	parts, err := c.L.PartsOfEntries(ctx, rows)
+	if err != nil {
+		return res, err
+	}
+	for _, p := range parts {
+		if sc.Company != "" && p.CompanyID != sc.Company {
+			continue
+		}
+		if slices.ContainsFunc(p.Entries, func(le ledger.LiveEntry) bool { return !in[le.Row] }) {
+			res.Spanning++
+			continue
+		}
+		if p.BatchState == paysync.BatchSending || p.BatchState == paysync.BatchReverting {
+			return res, ErrScopeBusy
+		}
+		res.Unit.Supersede = append(res.Unit.Supersede, p)
+	}
+	if len(res.Unit.Supersede) > 0 {
+		res.Unit.CompanyID = res.Unit.Supersede[0].CompanyID
+	}
+	return c.applyScope(ctx, "revert", sc, res, dryRun)
+}
+
+// ReplayScope maps the entries in scope again through the current rules
+// and applies the delta as one unit: pay parts that come out the same stay
+// (payroll ids too), changed ones are replaced, entries not paid (reverted,
+// or skipped or refused under the old rules) are paid if they map now. Run
+// twice, the second changes nothing.
+func (c *Corrector) ReplayScope(ctx context.Context, sc ledger.Scope, dryRun bool) (ScopeResult, error) {
+	var res ScopeResult
+	closed, err := c.L.ClosedPeriods(ctx)
+	if err != nil {
+		return res, err
+	}
+	if err := c.refuseClosed(ctx, sc); err != nil {
+		return res, err
+	}
+	entries, err := c.scopeEntries(ctx, sc)
+	if err != nil {
+		return res, err
+	}
+	pcs := make([]ledger.PendingCorrection, len(entries))
+	for i, le := range entries {
+		// As stored, mapped again: no correction row (ID 0).
+		pcs[i] = ledger.PendingCorrection{Entry: le.Row, New: le.Entry, Old: le.Entry, Hash: "replay"}
+	}
+	p, err := c.plan(ctx, 0, pcs, closed)
+	if err != nil {
+		return res, err
+	}
+	if p.wait {
+		return res, ErrScopeBusy
+	}
+	if len(p.refused) > 0 {
+		var probs []error
+		for _, r := range p.refused {
+			probs = append(probs, r.problem)
+		}
+		return res, fmt.Errorf("replay %s: %d entries do not map under the current rules: %w", sc, len(probs), errors.Join(probs...))
+	}
+	res.Unit = p.unit
+	for _, pp := range res.Unit.Supersede {
+		if pp.CompanyID != sc.Company && sc.Company != "" {
+			return res, fmt.Errorf("replay %s: entries of the period are paid in company %s too; leave out the company", sc, pp.CompanyID)
+		}
+	}
+	for _, pp := range res.Unit.PayParts {
+		if pp.CompanyID != sc.Company && sc.Company != "" {
+			return res, fmt.Errorf("replay %s: entries of the period map to company %s too; leave out the company", sc, pp.CompanyID)
+		}
+	}
+	return c.applyScope(ctx, "replay", sc, res, dryRun)
+}
+
+// scopeEntries are the entries in scope.
+func (c *Corrector) scopeEntries(ctx context.Context, sc ledger.Scope) ([]ledger.LiveEntry, error) {
+	return c.L.EntriesIn(ctx, sc)
+}
+
+// refuseClosed refuses a scope that overlaps a closed period.
+func (c *Corrector) refuseClosed(ctx context.Context, sc ledger.Scope) error {
+	closed, err := c.L.ClosedPeriods(ctx)
+	if err != nil {
+		return err
+	}
+	for _, cp := range closed {
+		if cp.Period.Overlaps(sc.Period) {
+			return fmt.Errorf("%s overlaps period %s, closed on %s: reopen it first (paysync periods open %s)",
+				sc.Period, cp.Period, cp.ClosedAt.UTC().Format("2006-01-02 15:04 UTC"), cp.Period)
+		}
+	}
+	return nil
+}
+
+// applyScope records res's unit (not for a dry run, nor when nothing
+// changes), as a source of kind replay naming what was done.
+func (c *Corrector) applyScope(ctx context.Context, op string, sc ledger.Scope, res ScopeResult, dryRun bool) (ScopeResult, error) {
+	if dryRun || !res.Changes() {
+		return res, nil
+	}
+	name := fmt.Sprintf("%s --period %s", op, sc)
+	res.Unit.Source = &ledger.NewSource{Kind: paysync.SourceReplay, Name: name, Hash: paysync.PayloadHash([]byte(name + "\x00" + fmt.Sprint(len(res.Unit.Supersede), len(res.Unit.PayParts))))}
+	res.Unit.BatchSize = c.BatchSize
+	_, batches, err := c.L.ApplyCorrection(ctx, res.Unit)
+	if errors.Is(err, ledger.ErrCorrectionStale) {
+		return res, ErrScopeBusy
+	}
+	res.Batches = batches
+	return res, err
+}
