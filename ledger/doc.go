@@ -34,7 +34,7 @@
 //	                               of 15 s doubling to 10 min, honouring Retry-After; a command, on its next run)
 //	          pending | failed ──► reverted   (reverted before anything was created)
 //
-//	pay part: pending ──► created ──► deleted   (by paysync's revert)
+//	pay part: pending ──► created ──► deleted   (by paysync's revert, or superseded by a correction unit)
 //	             │            └─────► gone      (deleted in payroll by someone else)
 //	             └──► rejected                  (refused by the payroll API)
 //
@@ -44,8 +44,13 @@
 // before the first send to a company) are never claimed by reconciliation.
 //
 // Entries are unique by their source id: an entry id already paid is a
-// duplicate (same content) or an error (different content); an entry that
-// was rejected or skipped may come again with new content. An entry is live
+// duplicate (same content) or a correction (different content, or a
+// tombstone): recorded pending with its import (entry_corrections) and
+// applied as one unit (ApplyCorrection: the entry's new content, the old in
+// entry_versions, the pay parts it was in superseded, new ones in the unit's
+// batches, which are sent only after the superseded ones are deleted). An
+// entry that was rejected or skipped, or paid and no longer live, may come
+// again with new content. A correction dated in a closed period is refused. An entry is live
 // in payroll while a pay part of it is created, or pending in an open batch
 // (LiveParts): a replay takes only entries that are not, unless forced.
 package ledger

@@ -27,6 +27,11 @@
 //     Retry-After, if it gave one);
 //   - revoked: sending stops at once, everything stays pending.
 //
+// Corrections (Corrector) are applied before delivery: a correction unit's
+// batch first deletes the pay parts the unit replaces (the revert's delete
+// step, ledger first), then creates its own; a command applies what an
+// earlier run recorded and did not apply before it delivers.
+//
 // On start (Recover), batches left sending are reconciled and reverts left
 // half done are finished before any new work. Daemon puts the parts of
 // `paysync run` in their order (start-up reads, sources, recovery, the
