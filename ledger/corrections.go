@@ -298,6 +298,60 @@ func (l *Ledger) EntriesIn(ctx context.Context, sc Scope) ([]LiveEntry, error) {
 	return out, rows.Err()
 }
 
+// HeldNote marks a mapped entry held for the cutoff (PAYSYNC_SEND=cutoff):
+// no pay part yet.
+const HeldNote = "held"
+
+// HeldDates returns the distinct dates of the held entries.
+func (l *Ledger) HeldDates(ctx context.Context) ([]string, error) {
+	rows, err := l.rdb.QueryContext(ctx, `SELECT DISTINCT entry_date FROM entries WHERE status = 'mapped' AND note = ? ORDER BY entry_date`, HeldNote)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: held entries: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var d string
+		if err := rows.Scan(&d); err != nil {
+			return nil, fmt.Errorf("ledger: held entries: %w", err)
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// CutoffEntries returns what a cutoff plans for period p: its held
+// entries and, unless withPaid is false, the entries of its live pay parts
+// (their aggregates are planned again with the held ones).
+func (l *Ledger) CutoffEntries(ctx context.Context, p paysync.Period, withPaid bool) ([]LiveEntry, error) {
+	q := `SELECT e.id, e.data, e.line, s.name FROM entries e JOIN sources s ON s.id = e.source_id
+		WHERE e.entry_date BETWEEN ? AND ? AND e.status = 'mapped' AND (e.note = ?`
+	if withPaid {
+		q += ` OR ` + liveEntry
+	}
+	rows, err := l.rdb.QueryContext(ctx, q+`) ORDER BY e.id`, p.First().Format(time.DateOnly), p.Last().Format(time.DateOnly), HeldNote)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: entries of the cutoff of %s: %w", p, err)
+	}
+	defer rows.Close()
+	var out []LiveEntry
+	for rows.Next() {
+		var le LiveEntry
+		var data []byte
+		var line int
+		var src string
+		if err := rows.Scan(&le.Row, &data, &line, &src); err != nil {
+			return nil, fmt.Errorf("ledger: entries of the cutoff of %s: %w", p, err)
+		}
+		if err := json.Unmarshal(data, &le.Entry); err != nil {
+			return nil, fmt.Errorf("ledger: stored entry %d: %w", le.Row, err)
+		}
+		le.Entry.Source, le.Entry.Line = src, line
+		out = append(out, le)
+	}
+	return out, rows.Err()
+}
+
 // NewEntryStatus is what a corrected entry's new version mapped to.
 type NewEntryStatus struct {
 	Status paysync.EntryStatus

@@ -21,6 +21,8 @@ type CorrectionLedger interface {
 	RejectCorrection(ctx context.Context, p ledger.PendingCorrection, r ledger.NewReject) error
 	ClosedPeriods(ctx context.Context) ([]ledger.ClosedPeriod, error)
 	EntriesIn(ctx context.Context, sc ledger.Scope) ([]ledger.LiveEntry, error)
+	HeldDates(ctx context.Context) ([]string, error)
+	CutoffEntries(ctx context.Context, p paysync.Period, withPaid bool) ([]ledger.LiveEntry, error)
 }
 
 var _ CorrectionLedger = (*ledger.Ledger)(nil)

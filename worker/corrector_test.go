@@ -455,3 +455,66 @@ func TestScope_RevertAndReplayPeriod(t *testing.T) {
 		t.Fatalf("replay under rules that give the same: %+v, %v", res, err)
 	}
 }
+
+// TestCutoff_HoldsAndAggregates: with PAYSYNC_SEND=cutoff streamed entries
+// are held (no call) until the cutoff, which creates one pay part per
+// employee × code of the period; entries held for a later cutoff join
+// their aggregate (replaced: delete, then create), an untouched one keeps
+// its payroll id; a cutoff with nothing held does nothing.
+func TestCutoff_HoldsAndAggregates(t *testing.T) {
+	e := setup(t, sandbox.Options{})
+	mi := e.messageImporter(t)
+	mi.Hold = true
+	corr := &worker.Corrector{L: e.led, Mapper: mi.Mapper, Rules: mi.Rules, Wire: mi.Wire, BatchSize: 100}
+	pipe := &worker.Pipeline{L: e.led, D: e.deliverer(e.cl), Correct: corr.Run}
+	mette, lars := sandbox.EmpMetteHansen, sandbox.EmpLarsNielsen
+	send := func(bodies ...string) {
+		t.Helper()
+		for _, b := range bodies {
+			reps, errs, err := mi.Plan(ctx(t), []worker.Message{msg("timesheets.MV8x.toggl", b)})
+			if err != nil || errs[0] != nil || len(reps[0].ProblemList()) > 0 {
+				t.Fatalf("%v %v %v", err, errs[0], reps[0].ProblemList())
+			}
+		}
+		if err := pipe.Flush(ctx(t), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cutoff := func() worker.CutoffResult {
+		t.Helper()
+		res, err := corr.Cutoff(ctx(t), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := pipe.Flush(ctx(t), 0); err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	send(entryJSON("h1", mette, "T1", "8"), entryJSON("h2", mette, "T1", "2"), entryJSON("h3", lars, "T1", "5"))
+	if n := len(e.payrollParts()); n != 0 {
+		t.Fatalf("before the cutoff payroll holds %d pay parts", n)
+	}
+	if res := cutoff(); len(res.Periods) != 1 || len(res.Periods[0].Unit.PayParts) != 2 {
+		t.Fatalf("first cutoff: %+v", res)
+	}
+	first := e.payrollParts()
+	if len(first) != 2 || first[mette+"|T1|10"] == "" || first[lars+"|T1|5"] == "" {
+		t.Fatalf("after the first cutoff payroll holds %v", first)
+	}
+	send(entryJSON("h4", mette, "T1", "1"))
+	if got := e.payrollParts(); len(got) != 2 || got[mette+"|T1|10"] == "" {
+		t.Fatalf("a held entry reached payroll before the cutoff: %v", got)
+	}
+	res := cutoff()
+	if len(res.Periods) != 1 || len(res.Periods[0].Unit.Supersede) != 1 || len(res.Periods[0].Unit.PayParts) != 1 {
+		t.Fatalf("second cutoff: %+v", res)
+	}
+	second := e.payrollParts()
+	if len(second) != 2 || second[mette+"|T1|11"] == "" || second[lars+"|T1|5"] != first[lars+"|T1|5"] {
+		t.Fatalf("after the second cutoff payroll holds %v (Lars's id before: %s)", second, first[lars+"|T1|5"])
+	}
+	if res := cutoff(); len(res.Periods) != 0 {
+		t.Errorf("a cutoff with nothing held: %+v", res)
+	}
+}

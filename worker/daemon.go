@@ -68,8 +68,12 @@ type DaemonConfig struct {
 	AllOrNothing bool // the inbox's file policy: nothing of a file with a problem is committed
 	// Statement makes each inbox file a period statement (PAYSYNC_PERIOD).
 	Statement *PeriodStatement
-	Linger    time.Duration // how long a part-full batch waits for more
-	InFlight  int           // payroll calls in flight at once
+	// Cutoff, when set, holds streamed entries (PAYSYNC_SEND=cutoff) and
+	// plans them into their periods' pay parts at its times
+	// (PAYSYNC_CUTOFF); nil: pay parts are created as batches seal.
+	Cutoff   Schedule
+	Linger   time.Duration // how long a part-full batch waits for more
+	InFlight int           // payroll calls in flight at once
 
 	// Inbox builds the inbox on the sink the daemon gives it; nil: none.
 	Inbox func(*InboxSink) (InboxSource, error)
@@ -155,8 +159,21 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 		}
 		d.in = in
 	}
+	if cfg.Cutoff != nil {
+		d.pipe.CutoffAt = cfg.Cutoff
+		d.pipe.Cutoff = func(ctx context.Context) error {
+			if d.corr.Mapper == nil {
+				return errors.New("not started: waiting for payroll")
+			}
+			res, err := d.corr.Cutoff(ctx, false)
+			for _, p := range res.Periods {
+				d.log.Info("cutoff", "pay_parts_replaced", len(p.Unit.Supersede), "pay_parts_created", len(p.Unit.PayParts), "batches", len(p.Batches))
+			}
+			return err
+		}
+	}
 	if cfg.NATS != nil {
-		d.mi = &MessageImporter{L: cfg.Ledger, Rules: cfg.Rules, BatchSize: cfg.BatchSize}
+		d.mi = &MessageImporter{L: cfg.Ledger, Rules: cfg.Rules, BatchSize: cfg.BatchSize, Hold: cfg.Cutoff != nil}
 		src, err := cfg.NATS(&MessageSink{mi: d.mi, wake: d.pipe.Wake, observe: cfg.Observe})
 		if err != nil {
 			return nil, err

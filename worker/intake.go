@@ -195,6 +195,10 @@ type sourceIntake struct {
 	// fixed one, or each row's under a derived kind).
 	period  *PeriodStatement
 	periods map[paysync.Period]bool
+	// hold records mapped entries as held, without pay parts: the cutoff
+	// (PAYSYNC_SEND=cutoff) plans each period's held entries into its
+	// aggregated pay parts.
+	hold bool
 }
 
 func newSourceIntake(step entryStep, w intakeWriter, rules *mapping.Rules, wire mapping.WireChecker, rep *Report, allOrNothing bool, maxProblems int) *sourceIntake {
@@ -334,6 +338,9 @@ func (s *sourceIntake) record(out entryOutcome) error {
 	}
 	if out.row.Status == paysync.EntryMapped {
 		s.rep.Mapped++
+		if s.hold {
+			out.row.Note, out.lines = ledger.HeldNote, nil
+		}
 	}
 	var seq int64
 	if s.keep() {

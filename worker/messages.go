@@ -33,6 +33,9 @@ type MessageImporter struct {
 	Rules     *mapping.Rules
 	Wire      mapping.WireChecker
 	BatchSize int
+	// Hold records mapped entries as held, with no pay parts, for the
+	// cutoff (PAYSYNC_SEND=cutoff) to plan per period.
+	Hold bool
 }
 
 // Message is one streaming input.
@@ -179,6 +182,7 @@ func (mi *MessageImporter) read(ctx context.Context, m Message, rep *Report) *ms
 	step := entryStep{mapper: mi.Mapper, company: m.Company, name: m.Name, unit: "message", fix: "the publisher", origin: m.Origin}
 	// A message is all or nothing: one with any problem is refused.
 	r.s = newSourceIntake(step, r.in, mi.Rules, mi.Wire, rep, true, 0)
+	r.s.hold = mi.Hold
 	rd, _, err := mapping.NewReader(m.Name, bytes.NewReader(m.Payload), mapping.ReadOptions{Format: mapping.FormatJSON})
 	if err != nil {
 		r.s.problem(ledger.PhaseRead, err)
@@ -220,7 +224,7 @@ func (mi *MessageImporter) plan(ctx context.Context, m Message, hash string, r *
 		return in, nil
 	}
 	for _, ne := range in.Entries {
-		seen[ne.Entry.Key()] = ledger.KnownEntry{Status: ne.Status, Hash: ne.Hash, SourceName: m.Name, Live: ne.Status == paysync.EntryMapped}
+		seen[ne.Entry.Key()] = ledger.KnownEntry{Status: ne.Status, Hash: ne.Hash, SourceName: m.Name, Live: ne.Status == paysync.EntryMapped && ne.Note != ledger.HeldNote}
 	}
 	for _, ne := range in.Corrections {
 		seen[ne.Entry.Key()] = ledger.KnownEntry{Status: paysync.EntryMapped, Hash: ne.Hash, SourceName: m.Name, Live: true}

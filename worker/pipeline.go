@@ -53,6 +53,13 @@ type Pipeline struct {
 	// before each look: their batches are then sent like any other.
 	Correct func(ctx context.Context) (int, error)
 	corrErr string // the last failure of Correct, logged once
+	// CutoffAt, with Cutoff, runs Cutoff at its times (PAYSYNC_SEND=cutoff:
+	// the held entries planned into their periods' pay parts); a failure
+	// is tried again after cutoffRetry.
+	CutoffAt  Schedule
+	Cutoff    func(ctx context.Context) error
+	nextCut   time.Time
+	cutFailed bool
 
 	revoked atomic.Bool
 	wake    chan struct{}
@@ -195,6 +202,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			continue
 		}
 		p.correct(ctx)
+		p.cutoff(ctx)
 		open, err := p.look(ctx, p.Linger)
 		if err == nil {
 			err = p.takeErrs()
@@ -232,8 +240,44 @@ func (p *Pipeline) Run(ctx context.Context) error {
 				}
 			}
 		}
+		if !p.nextCut.IsZero() {
+			next = min(next, max(time.Until(p.nextCut), 0))
+		}
 		resetTimer(t, next)
 	}
+}
+
+// Schedule is when something recurs (a cron schedule).
+type Schedule interface{ Next(time.Time) time.Time }
+
+// cutoffRetry is how soon a failed cutoff is tried again.
+const cutoffRetry = 30 * time.Second
+
+// cutoff runs Cutoff when its time has come.
+func (p *Pipeline) cutoff(ctx context.Context) {
+	if p.CutoffAt == nil || p.Cutoff == nil {
+		return
+	}
+	now := p.Now()
+	if p.nextCut.IsZero() {
+		p.nextCut = p.CutoffAt.Next(now)
+		p.Log.Info("entries are held until the cutoff", "next_cutoff", p.nextCut.Format(time.RFC3339))
+		return
+	}
+	if now.Before(p.nextCut) {
+		return
+	}
+	if err := p.Cutoff(ctx); err != nil {
+		if ctx.Err() == nil {
+			if !p.cutFailed {
+				p.Log.Warn("cutoff failed; retrying", "err", err, "retry_in", cutoffRetry)
+			}
+			p.cutFailed, p.nextCut = true, now.Add(cutoffRetry)
+		}
+		return
+	}
+	p.cutFailed, p.nextCut = false, p.CutoffAt.Next(now)
+	p.Log.Info("cutoff done", "next_cutoff", p.nextCut.Format(time.RFC3339))
 }
 
 // correct applies pending corrections; a failure (payroll or the ledger,

@@ -158,3 +158,84 @@ func (c *Corrector) applyScope(ctx context.Context, op string, sc ledger.Scope, 
 	res.Batches = batches
 	return res, err
 }
+
+// CutoffResult is what one cutoff did (or would, dry).
+type CutoffResult struct {
+	Periods []ScopeResult // one per period with held entries
+	Entries int           // entries planned (held, and those of the aggregates planned again)
+}
+
+// Cutoff plans the entries held since the last cutoff (PAYSYNC_SEND=cutoff)
+// into their periods' pay parts: per period (Rules.Period), the held
+// entries and those of the period's live pay parts are planned together, so
+// that each company × employee × code × rate has one pay part per period;
+// an aggregate sent at an earlier cutoff that changes is replaced (delete
+// first), one that comes out the same stays. In a closed period the held
+// entries get pay parts of their own (late hours: the next payroll run pays
+// them) and nothing sent is replaced. Run twice, the second finds nothing.
+func (c *Corrector) Cutoff(ctx context.Context, dryRun bool) (CutoffResult, error) {
+	var out CutoffResult
+	dates, err := c.L.HeldDates(ctx)
+	if err != nil || len(dates) == 0 {
+		return out, err
+	}
+	closed, err := c.L.ClosedPeriods(ctx)
+	if err != nil {
+		return out, err
+	}
+	kind := paysync.PeriodMonth
+	if c.Rules != nil && c.Rules.Period != "" {
+		kind = c.Rules.Period
+	}
+	var periods []paysync.Period
+	for _, d := range dates {
+		p, err := paysync.PeriodOf(kind, d)
+		if err != nil {
+			continue // not a date: mapping refused it already
+		}
+		if !slices.Contains(periods, p) {
+			periods = append(periods, p)
+		}
+	}
+	for _, p := range periods {
+		_, isClosed := ledger.ClosedOn(closed, p.First().Format("2006-01-02"))
+		entries, err := c.L.CutoffEntries(ctx, p, !isClosed)
+		if err != nil {
+			return out, err
+		}
+		pcs := make([]ledger.PendingCorrection, len(entries))
+		for i, le := range entries {
+			pcs[i] = ledger.PendingCorrection{Entry: le.Row, New: le.Entry, Old: le.Entry, Hash: "cutoff"}
+		}
+		plan, err := c.plan(ctx, 0, pcs, nil)
+		if err != nil {
+			return out, fmt.Errorf("cutoff %s: %w", p, err)
+		}
+		if plan.wait {
+			return out, ErrScopeBusy
+		}
+		if len(plan.refused) > 0 {
+			return out, fmt.Errorf("cutoff %s: %w", p, plan.refused[0].problem)
+		}
+		res := ScopeResult{Unit: plan.unit}
+		out.Entries += len(entries)
+		if !dryRun {
+			// Applied even when payroll does not change: the held entries
+			// are held no longer.
+			name := "cutoff " + p.String()
+			res.Unit.Source = &ledger.NewSource{Kind: paysync.SourceReplay, Name: name,
+				Hash: paysync.PayloadHash([]byte(name + "\x00" + fmt.Sprint(len(entries))))}
+			res.Unit.BatchSize = c.BatchSize
+			_, batches, err := c.L.ApplyCorrection(ctx, res.Unit)
+			if errors.Is(err, ledger.ErrCorrectionStale) {
+				return out, ErrScopeBusy
+			}
+			if err != nil {
+				return out, err
+			}
+			res.Batches = batches
+		}
+		out.Periods = append(out.Periods, res)
+	}
+	return out, nil
+}

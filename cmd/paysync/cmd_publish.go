@@ -13,7 +13,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/mapping"
 	"github.com/paysync/paysync/worker/stream"
 )
@@ -108,12 +107,12 @@ func runPublish(ctx context.Context, args []string, std stdio, env lookupEnv) er
 			if c == "" {
 				c = company
 			}
-			dup, err := publishEntry(ctx, js, stream.Subject(prefix, c, src), e)
+			dup, err := stream.Publish(ctx, js, stream.Subject(prefix, c, src), e)
 			if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 				return fmt.Errorf("publish: entry %s: no stream takes %s: start `paysync run` once (it creates the stream %s) or create it", e.ID, stream.Subject(prefix, c, src), cfg.NATSStream)
 			}
 			if err != nil {
-				return fmt.Errorf("publish: entry %s: %w", e.ID, err)
+				return fmt.Errorf("publish: %w", err) // names the entry and the subject
 			}
 			if dup {
 				dups++
@@ -127,36 +126,4 @@ func runPublish(ctx context.Context, args []string, std stdio, env lookupEnv) er
 		return fmt.Errorf("publish: %d unreadable entries were not published", bad)
 	}
 	return nil
-}
-
-// publishEntry publishes e as JSON on subject with msgID as Nats-Msg-Id and
-// waits for the stream's acknowledgement. dup reports that the stream had
-// this very version of the entry within its duplicate window and dropped it.
-func publishEntry(ctx context.Context, js jetstream.JetStream, subject string, e paysync.Entry) (dup bool, err error) {
-	if e.ID == "" {
-		return false, errors.New("entry has no id (the id is the dedupe key)")
-	}
-	id, data, err := msgID(e)
-	if err != nil {
-		return false, err
-	}
-	ack, err := js.Publish(ctx, subject, data, jetstream.WithMsgID(id))
-	if err != nil {
-		return false, fmt.Errorf("on %s: %w", subject, err)
-	}
-	return ack.Duplicate, nil
-}
-
-// msgID is the Nats-Msg-Id of an entry's message, and the message: the
-// entry id, ":" and the first 16 hex digits of the SHA-256 of the JSON
-// payload. It names the version, not just the entry: with the bare id the
-// stream would drop a corrected entry published within its duplicate
-// window (2 minutes by default) of the first version, while the same
-// version published twice is still dropped.
-func msgID(e paysync.Entry) (string, []byte, error) {
-	h, data, err := paysync.EntryHash(e)
-	if err != nil {
-		return "", nil, err
-	}
-	return e.ID + ":" + h[:16], data, nil
 }

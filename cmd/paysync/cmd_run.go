@@ -76,6 +76,7 @@ func newDaemon(cfg *config, s *session, rules *mapping.Rules, rm *runMetrics, on
 		Rules: rules, Company: cfg.CompanyID, BatchSize: cfg.BatchSize, AllOrNothing: cfg.FilePolicy == "all-or-nothing",
 		Linger: cfg.BatchLinger, InFlight: cfg.InFlight, Observe: rm.observe, Logger: log, Now: time.Now}
 	dc.Statement, _ = cfg.inboxStatement() // checked by validateRun
+	dc.Cutoff, _ = cfg.cutoffSchedule()
 	var in *inbox.Inbox
 	if cfg.Inbox != "" {
 		ic := inbox.Config{Dir: cfg.Inbox, Schedule: cfg.Schedule, Policy: inbox.Policy(cfg.FilePolicy), Logger: log}

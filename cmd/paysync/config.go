@@ -18,6 +18,7 @@ import (
 	"github.com/paysync/paysync/payroll"
 	"github.com/paysync/paysync/worker"
 	"github.com/paysync/paysync/worker/stream"
+	"github.com/robfig/cron/v3"
 	"github.com/sethvargo/go-envconfig"
 )
 
@@ -67,7 +68,12 @@ type config struct {
 	// Period makes each inbox file the complete statement of its source's
 	// entries for a period: a fixed one (2026-11, 2026-W45, a day range)
 	// or each row's month or week ("month", "week").
-	Period         string        `env:"PAYSYNC_PERIOD"`
+	Period string `env:"PAYSYNC_PERIOD"`
+	// Send is when streamed entries become pay parts: immediate (as
+	// batches seal) or cutoff (held, and planned per period at the
+	// PAYSYNC_CUTOFF schedule).
+	Send           string        `env:"PAYSYNC_SEND, default=immediate"`
+	Cutoff         string        `env:"PAYSYNC_CUTOFF"`
 	BatchLinger    time.Duration `env:"PAYSYNC_BATCH_LINGER, default=2s"`
 	RateLimit      float64       `env:"PAYSYNC_RATE_LIMIT, default=20"`
 	InFlight       int           `env:"PAYSYNC_IN_FLIGHT, default=4"`
@@ -269,6 +275,9 @@ func (c *config) validateRun() error {
 	if _, err := c.inboxStatement(); err != nil {
 		return err
 	}
+	if _, err := c.cutoffSchedule(); err != nil {
+		return err
+	}
 	if c.BatchLinger < 0 || c.RateLimit <= 0 || c.ShutdownGrace <= 0 || c.InFlight < 1 {
 		return usagef("config: PAYSYNC_BATCH_LINGER, PAYSYNC_RATE_LIMIT, PAYSYNC_IN_FLIGHT and PAYSYNC_SHUTDOWN_GRACE must be positive")
 	}
@@ -289,6 +298,26 @@ func (c *config) inboxStatement() (*worker.PeriodStatement, error) {
 		return nil, usagef("config: PAYSYNC_PERIOD: %v, or month or week (each row's)", err)
 	}
 	return &worker.PeriodStatement{Period: p}, nil
+}
+
+// cutoffSchedule is PAYSYNC_CUTOFF when PAYSYNC_SEND is cutoff (nil:
+// immediate).
+func (c *config) cutoffSchedule() (worker.Schedule, error) {
+	switch c.Send {
+	case "immediate":
+		return nil, nil
+	case "cutoff":
+	default:
+		return nil, usagef("config: PAYSYNC_SEND: %q is not immediate or cutoff", c.Send)
+	}
+	if c.Cutoff == "" {
+		return nil, usagef("config: PAYSYNC_SEND=cutoff needs PAYSYNC_CUTOFF, a cron schedule such as \"0 18 * * *\" (before the payroll run)")
+	}
+	s, err := cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor).Parse(c.Cutoff)
+	if err != nil {
+		return nil, usagef("config: PAYSYNC_CUTOFF: %v", err)
+	}
+	return s, nil
 }
 
 // streamConfig is the NATS source of `paysync run`.

@@ -98,7 +98,7 @@ var sourceDrivers = []struct {
 }
 
 // natsDriver: an embedded JetStream server; entries are published with
-// stream.Publish (Nats-Msg-Id = the entry id, as `paysync publish` does);
+// stream.Publish (Nats-Msg-Id = entry id:content hash, as `paysync publish`);
 // dead letters are collected from a core NATS subscription.
 type natsDriver struct {
 	url string

@@ -62,6 +62,19 @@ func (r report) String() string {
 			}
 			fmt.Fprintf(&b, "skipped:   %s\n", strings.Join(parts, ", "))
 		}
+		if rep.Corrections+rep.Removed > 0 {
+			fmt.Fprintf(&b, "corrected: %s changed since paid, %s no longer in the period statement: their pay parts replaced (paysync corrections --import %d)\n",
+				count(rep.Corrections, "entry"), count(rep.Removed, "entry"), rep.ImportID)
+		}
+		if rep.Outside > 0 {
+			fmt.Fprintf(&b, "outside:   %s dated outside the period, not imported\n", count(rep.Outside, "row"))
+		}
+	}
+	if r.rep != nil && len(r.rep.Warnings) > 0 {
+		fmt.Fprintf(&b, "\nwarnings (%d):\n", r.rep.Outside)
+		for _, w := range r.rep.Warnings {
+			fmt.Fprintf(&b, "  %s\n", oneLine(w))
+		}
 	}
 	if len(r.problems) > 0 {
 		fmt.Fprintf(&b, "\nproblems (%d):\n", nProblems)
@@ -91,6 +104,9 @@ func count(n int, noun string) string {
 	}
 	if strings.HasSuffix(noun, "ch") {
 		return fmt.Sprintf("%d %ses", n, noun)
+	}
+	if strings.HasSuffix(noun, "ry") {
+		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(noun, "y"))
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -54,6 +54,14 @@ type Imported struct {
 	Skipped    map[string]int // by reason
 	PayParts   int
 	Batches    int
+	// Corrections are entries paid before that came with other content
+	// (or as tombstones), Removed those a period statement no longer has:
+	// their pay parts are replaced. Outside counts rows dated outside the
+	// statement's period (not imported); Warnings names them.
+	Corrections int
+	Removed     int
+	Outside     int
+	Warnings    []string
 
 	// Problems are the file's problems one by one, the first ones;
 	// ProblemsOmitted counts those left out (the ledger holds them all).

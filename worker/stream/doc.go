@@ -11,10 +11,13 @@
 // (Subject builds such a subject, replacing characters a subject token cannot
 // hold). The payload is one entry as JSON, or {"entries": [...]}, in the
 // canonical schema (mapping/schema/entry.schema.json). The Nats-Msg-Id header
-// carries the entry id, so the stream drops a re-publish within its duplicate
-// window (2 minutes); the ledger is the dedupe beyond it. From a shell:
+// names the entry's version: its id, ":" and the first 16 hex digits of the
+// payload's SHA-256, so the stream drops a re-publish of the same version
+// within its duplicate window (2 minutes) but keeps a corrected one; the
+// ledger is the dedupe beyond it. From a shell:
 //
-//	nats pub timesheets.MV8x.toggl '{"id":"t-1","employee_id":"MV8xXzE=","date":"2026-11-02","hours":7.5,"code":"T1"}' -H Nats-Msg-Id:t-1
+//	m='{"id":"t-1","employee_id":"MV8xXzE=","date":"2026-11-02","hours":7.5,"code":"T1"}'
+//	nats pub timesheets.MV8x.toggl "$m" -H "Nats-Msg-Id:t-1:$(printf %s "$m" | sha256sum | cut -c1-16)"
 //
 // Publish does the same from Go, for `paysync publish`; Connect makes the
 // connection both use (credentials, nkey, TLS, reconnecting forever).

@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -11,10 +10,13 @@ import (
 	"github.com/paysync/paysync"
 )
 
-// Publish publishes e as JSON on subject through JetStream, with the entry
-// id as Nats-Msg-Id, and waits for the stream's acknowledgement. dup
-// reports that the stream already had a message of that id within its
-// duplicate window and dropped this one.
+// Publish publishes e as JSON on subject through JetStream, with
+// Nats-Msg-Id the entry id, ":" and the first 16 hex digits of the
+// payload's SHA-256 (as `paysync publish`), and waits for the stream's
+// acknowledgement. The id names the version: with the bare entry id the
+// stream would drop a corrected entry published within its duplicate
+// window of the first version. dup reports that the stream already had
+// this very version within its duplicate window and dropped this one.
 func Publish(ctx context.Context, js jetstream.JetStream, subject string, e paysync.Entry) (dup bool, err error) {
 	if e.ID == "" {
 		return false, errors.New("stream: publish: entry has no id (the id is the dedupe key)")
@@ -22,11 +24,11 @@ func Publish(ctx context.Context, js jetstream.JetStream, subject string, e pays
 	if !validSubject(subject, false) {
 		return false, fmt.Errorf("stream: publish: %q is not a subject one can publish on", subject)
 	}
-	data, err := json.Marshal(e)
+	h, data, err := paysync.EntryHash(e)
 	if err != nil {
 		return false, fmt.Errorf("stream: publish entry %s: %w", e.ID, err)
 	}
-	ack, err := js.Publish(ctx, subject, data, jetstream.WithMsgID(e.ID))
+	ack, err := js.Publish(ctx, subject, data, jetstream.WithMsgID(e.ID+":"+h[:16]))
 	if err != nil {
 		return false, fmt.Errorf("stream: publish entry %s on %s: %w", e.ID, subject, err)
 	}

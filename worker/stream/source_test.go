@@ -219,8 +219,16 @@ func TestPublish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if raw.Header.Get("Nats-Msg-Id") != "t-1" || !bytes.Contains(raw.Data, []byte(`"id":"t-1"`)) || !bytes.Contains(raw.Data, []byte(`"hours":`)) {
+	// The message id names the version: the entry id and the payload's hash.
+	if raw.Header.Get("Nats-Msg-Id") != "t-1:"+paysync.PayloadHash(raw.Data)[:16] || !bytes.Contains(raw.Data, []byte(`"id":"t-1"`)) || !bytes.Contains(raw.Data, []byte(`"hours":`)) {
 		t.Errorf("message: headers %v data %s", raw.Header, raw.Data)
+	}
+
+	// A corrected version within the duplicate window is not dropped.
+	corrected := entry
+	corrected.Hours = paysync.HoursFromSeconds(30600)
+	if dup, err := Publish(ctx, e.js, subject, corrected); err != nil || dup {
+		t.Fatalf("corrected version: dup %v err %v", dup, err)
 	}
 
 	if _, err := Publish(ctx, e.js, subject, paysync.Entry{Date: "2026-11-02"}); err == nil {
