@@ -49,6 +49,7 @@ func commands() map[string]command {
 		{"deadletters", "list the NATS dead letters; --redrive sends them again to their subjects once the cause is fixed", runDeadLetters},
 		{"batches", "list batches, or show one: its pay parts, payroll ids, source lines and attempts", runBatches},
 		{"imports", "list imports, or show one with its batches and rejects", runImports},
+		{"cutoff", "with PAYSYNC_SEND=cutoff: plan the held entries into their periods' pay parts and send them now (before a payroll run)", runCutoff},
 		{"periods", "what payroll holds per company, source and month; close a period once payroll has run (its corrections are then refused), or open it again", runPeriods},
 		{"corrections", "list correction units, or show one: per employee × code the total before → after, the pay parts replaced and created", runCorrections},
 		{"revert", "delete the pay parts of a batch or an import from payroll", runRevert},

@@ -105,3 +105,63 @@ func writeScope(io stdio, op string, sc ledger.Scope, res worker.ScopeResult) {
 		fmt.Fprintf(io.out, "%d pay parts sum entries of the period and of another one (imported before pay parts were per period): left alone; revert their import instead\n", res.Spanning)
 	}
 }
+
+// runCutoff is `paysync cutoff`: the cutoff of PAYSYNC_SEND=cutoff now
+// (before a payroll run, or instead of the daemon's schedule): the held
+// entries planned into their periods' pay parts, shown, then sent.
+func runCutoff(ctx context.Context, args []string, io stdio, env lookupEnv) error {
+	cfg, err := loadConfig(ctx, env)
+	if err != nil {
+		return err
+	}
+	var dryRun, yes bool
+	var rulesFile string
+	fs := newFlagSet("cutoff", "cutoff [--dry-run] [--yes]", io)
+	cfg.apiFlags(fs)
+	fs.BoolVar(&dryRun, "dry-run", false, "show what the cutoff would send and replace, change nothing")
+	fs.BoolVar(&yes, "yes", false, "do not ask for confirmation")
+	fs.StringVar(&rulesFile, "rules", cfg.Mapping, "mapping rules file (PAYSYNC_MAPPING)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	rules, err := loadRulesFile(rulesFile)
+	if err != nil {
+		return err
+	}
+	s, err := cfg.connect(ctx, io, true)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	d := s.deliverer(io)
+	mapper, schema, err := worker.Begin(ctx, s.commandWaiter(io.err), s.cl, rules, s.cfg.CompanyID, d)
+	if err != nil {
+		return s.startupErr(err)
+	}
+	corr := &worker.Corrector{L: s.led, Mapper: mapper, Rules: rules, Wire: schema, BatchSize: s.cfg.BatchSize}
+	res, err := corr.Cutoff(ctx, true)
+	if err != nil {
+		return fmt.Errorf("cutoff: %w", err)
+	}
+	if len(res.Periods) == 0 {
+		fmt.Fprintln(io.out, "cutoff: no entries are held")
+		return nil
+	}
+	for _, p := range res.Periods {
+		writeScope(io, "cutoff", ledger.Scope{}, p)
+	}
+	if dryRun {
+		return nil
+	}
+	if err := confirm(io, yes, fmt.Sprintf("cutoff: plan %d entries into their periods' pay parts and send them?", res.Entries)); err != nil {
+		return err
+	}
+	if _, err := corr.Cutoff(ctx, false); err != nil {
+		return fmt.Errorf("cutoff: %w", err)
+	}
+	if _, err := d.DeliverOpen(ctx, 0, nil); err != nil {
+		return err
+	}
+	fmt.Fprintf(io.out, "cutoff: %d deleted, %d created; %d API calls\n", d.Stats.Deleted, d.Stats.Created, s.cl.Calls())
+	return nil
+}

@@ -192,3 +192,25 @@ func TestRevertReplay_Period(t *testing.T) {
 	}
 	must(2, "replay", "--period", "2026-11", "--force")
 }
+
+// TestCutoff_Config: PAYSYNC_SEND is immediate or cutoff, and cutoff needs
+// a valid PAYSYNC_CUTOFF; `paysync cutoff` with nothing held says so.
+func TestCutoff_Config(t *testing.T) {
+	s := startSandbox(t, sandbox.Options{})
+	env := with(s.env, "PAYSYNC_LEDGER", filepath.Join(t.TempDir(), "ledger.db"), "PAYSYNC_INBOX", t.TempDir())
+	for _, tc := range []struct {
+		send, cutoff, want string
+	}{
+		{"soon", "", "PAYSYNC_SEND: \"soon\" is not immediate or cutoff"},
+		{"cutoff", "", "PAYSYNC_SEND=cutoff needs PAYSYNC_CUTOFF"},
+		{"cutoff", "every day", "PAYSYNC_CUTOFF"},
+	} {
+		r := runInProcess(t, with(env, "PAYSYNC_SEND", tc.send, "PAYSYNC_CUTOFF", tc.cutoff), "run", "--once")
+		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("PAYSYNC_SEND=%q PAYSYNC_CUTOFF=%q: exit %d, want 2 and %q\n%s", tc.send, tc.cutoff, r.code, tc.want, r.stderr)
+		}
+	}
+	if r := runInProcess(t, env, "cutoff", "--yes"); r.code != 0 || !strings.Contains(r.stdout, "no entries are held") {
+		t.Errorf("cutoff with nothing held: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
