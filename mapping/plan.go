@@ -93,6 +93,9 @@ func addNull(a, b decimal.NullDecimal) decimal.NullDecimal {
 // date is not one: the mapper has said so).
 func (p *Planner) period(date string) string {
 	kind := cmp.Or(p.rules.Period, paysync.PeriodMonth)
+	if kind == paysync.PeriodMonth && len(date) == len("2006-01-02") && date[4] == '-' && date[7] == '-' {
+		return date[:7] // the month as ParsePeriod writes it, without the parse (once per entry)
+	}
 	pp, err := paysync.PeriodOf(kind, date)
 	if err != nil {
 		return ""

@@ -57,7 +57,7 @@ ALTER TABLE entries ADD COLUMN origin TEXT NOT NULL DEFAULT '';
 ALTER TABLE entries ADD COLUMN entry_date TEXT NOT NULL DEFAULT '';
 UPDATE entries SET entry_date = coalesce(json_extract(CAST(data AS TEXT), '$.date'), ''),
   origin = coalesce((SELECT s.format FROM sources s WHERE s.id = entries.source_id AND s.kind IN ('file', 'stdin')), '');
-CREATE INDEX entries_origin_date ON entries (origin, entry_date);
+CREATE INDEX entries_held ON entries (entry_date) WHERE note = 'held';
 
 -- Periods closed by an operator once payroll has run: a correction of an
 -- entry dated in one is refused.
