@@ -19,7 +19,7 @@ import (
 
 // fileInput writes payload to a file named name in a temporary folder and
 // returns it as an input.
-func fileInput(t *testing.T, name string, payload []byte) worker.Input {
+func fileInput(t testing.TB, name string, payload []byte) worker.Input {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(path, payload, 0o600); err != nil {

@@ -33,14 +33,14 @@ type env struct {
 	schema payroll.Schema
 }
 
-func setup(t *testing.T, opts sandbox.Options) *env {
+func setup(t testing.TB, opts sandbox.Options) *env {
 	t.Helper()
 	return setupWith(t, opts, nil)
 }
 
 // setupWith is setup with the sandbox's handler wrapped (nil: as it is),
 // for answers the sandbox's faults cannot give.
-func setupWith(t *testing.T, opts sandbox.Options, wrap func(http.Handler) http.Handler) *env {
+func setupWith(t testing.TB, opts sandbox.Options, wrap func(http.Handler) http.Handler) *env {
 	t.Helper()
 	sb := sandbox.New(opts)
 	h := sb.Handler()
@@ -63,7 +63,7 @@ func setupWith(t *testing.T, opts sandbox.Options, wrap func(http.Handler) http.
 	return e
 }
 
-func (e *env) client(t *testing.T, rt string) *payroll.Client {
+func (e *env) client(t testing.TB, rt string) *payroll.Client {
 	o := e.sb.Options()
 	cl, err := payroll.New(payroll.Config{URL: e.url, Realm: o.Realm, ClientID: o.ClientID, ClientSecret: o.ClientSecret, RefreshToken: rt, Timeout: 5 * time.Second})
 	if err != nil {
@@ -72,7 +72,7 @@ func (e *env) client(t *testing.T, rt string) *payroll.Client {
 	return cl
 }
 
-func ctx(t *testing.T) context.Context {
+func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	return c
