@@ -252,9 +252,16 @@ type Scope struct {
 	Period  paysync.Period
 	Origin  string
 	Company string
+	// SourceID, when set, takes the entries of one import (a NATS message,
+	// whose pay parts went into batches shared with other messages)
+	// instead of a period's.
+	SourceID int64
 }
 
 func (sc Scope) String() string {
+	if sc.SourceID != 0 {
+		return fmt.Sprintf("import %d", sc.SourceID)
+	}
 	s := sc.Period.String()
 	if sc.Origin != "" {
 		s += " source " + sc.Origin
@@ -272,6 +279,11 @@ func (l *Ledger) EntriesIn(ctx context.Context, sc Scope) ([]LiveEntry, error) {
 	q := `SELECT e.id, e.data, e.line, s.name FROM entries e JOIN sources s ON s.id = e.source_id
 		WHERE e.entry_date BETWEEN ? AND ? AND NOT (e.status = 'skipped' AND e.note = 'deleted')`
 	args := []any{sc.Period.First().Format(time.DateOnly), sc.Period.Last().Format(time.DateOnly)}
+	if sc.SourceID != 0 {
+		q = `SELECT e.id, e.data, e.line, s.name FROM entries e JOIN sources s ON s.id = e.source_id
+			WHERE e.source_id = ? AND NOT (e.status = 'skipped' AND e.note = 'deleted')`
+		args = []any{sc.SourceID}
+	}
 	if sc.Origin != "" {
 		q += ` AND e.origin = ?`
 		args = append(args, sc.Origin)

@@ -518,3 +518,39 @@ func TestCutoff_HoldsAndAggregates(t *testing.T) {
 		t.Errorf("a cutoff with nothing held: %+v", res)
 	}
 }
+
+// TestScope_RevertMessage: revert --import of one NATS message deletes its
+// entries' pay parts although they were batched under another message's
+// import; the other message's stay.
+func TestScope_RevertMessage(t *testing.T) {
+	e := setup(t, sandbox.Options{})
+	mi := e.messageImporter(t)
+	corr := &worker.Corrector{L: e.led, Mapper: mi.Mapper, Rules: mi.Rules, Wire: mi.Wire, BatchSize: 100}
+	d := e.deliverer(e.cl)
+	pipe := &worker.Pipeline{L: e.led, D: d, Correct: corr.Run}
+	mette, lars := sandbox.EmpMetteHansen, sandbox.EmpLarsNielsen
+	reps, errs, err := mi.Plan(ctx(t), []worker.Message{
+		msg("timesheets.MV8x.toggl", entryJSON("n1", mette, "T1", "8")),
+		msg("timesheets.MV8x.toggl", entryJSON("n2", lars, "T1", "5")),
+	})
+	if err != nil || errs[0] != nil || errs[1] != nil {
+		t.Fatal(err, errs)
+	}
+	if err := pipe.Flush(ctx(t), 0); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := e.led.BatchesOfSource(ctx(t), reps[1].ImportID); reps[1].ImportID == 0 || len(b) != 0 || len(e.payrollParts()) != 2 {
+		t.Fatalf("the second message (import %d) has batches of its own (%v), or payroll holds %v", reps[1].ImportID, b, e.payrollParts())
+	}
+	res, err := corr.RevertScope(ctx(t), ledger.Scope{SourceID: reps[1].ImportID}, false)
+	if err != nil || len(res.Unit.Supersede) != 1 {
+		t.Fatalf("revert of the second message: %+v, %v", res, err)
+	}
+	if _, err := d.DeliverOpen(ctx(t), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := e.payrollParts()
+	if len(got) != 1 || got[mette+"|T1|8"] == "" {
+		t.Errorf("payroll holds %v, want the first message's 8 only", got)
+	}
+}

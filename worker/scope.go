@@ -134,7 +134,7 @@ func (c *Corrector) refuseClosed(ctx context.Context, sc ledger.Scope) error {
 		return err
 	}
 	for _, cp := range closed {
-		if cp.Period.Overlaps(sc.Period) {
+		if !sc.Period.IsZero() && cp.Period.Overlaps(sc.Period) {
 			return fmt.Errorf("%s overlaps period %s, closed on %s: reopen it first (paysync periods open %s)",
 				sc.Period, cp.Period, cp.ClosedAt.UTC().Format("2006-01-02 15:04 UTC"), cp.Period)
 		}
@@ -149,6 +149,9 @@ func (c *Corrector) applyScope(ctx context.Context, op string, sc ledger.Scope, 
 		return res, nil
 	}
 	name := fmt.Sprintf("%s --period %s", op, sc)
+	if sc.SourceID != 0 {
+		name = fmt.Sprintf("%s --import %d", op, sc.SourceID)
+	}
 	res.Unit.Source = &ledger.NewSource{Kind: paysync.SourceReplay, Name: name, Hash: paysync.PayloadHash([]byte(name + "\x00" + fmt.Sprint(len(res.Unit.Supersede), len(res.Unit.PayParts))))}
 	res.Unit.BatchSize = c.BatchSize
 	_, batches, err := c.L.ApplyCorrection(ctx, res.Unit)

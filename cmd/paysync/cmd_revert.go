@@ -109,6 +109,18 @@ func runRevert(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	if byPeriod {
 		return runScope(ctx, s, "revert", sc, mapping.DefaultRules(), dryRun, yes, io)
 	}
+	if importID != 0 {
+		src, err := s.led.Source(ctx, importID)
+		if err != nil {
+			return err
+		}
+		if src.Kind == paysync.SourceNATS {
+			// A message's pay parts are in batches it shares with other
+			// messages: its entries' pay parts are reverted, wherever they
+			// were batched.
+			return runScope(ctx, s, "revert", ledger.Scope{SourceID: importID}, mapping.DefaultRules(), dryRun, yes, io)
+		}
+	}
 	bs, err := targets(ctx, s.led, "revert", pos, importID)
 	if err != nil {
 		return err
