@@ -62,8 +62,11 @@ func (s *StagedImport) PreviewCorrections() ([]PendingCorrection, error) {
 				WHERE e.origin = ? AND e.entry_date BETWEEN ? AND ? AND e.status = 'mapped'
 					AND e.entry_id NOT IN (SELECT entry_id FROM %sseen)
 					AND NOT EXISTS (SELECT 1 FROM closed_periods cp WHERE e.entry_date BETWEEN cp.first_day AND cp.last_day)
+					AND EXISTS (SELECT 1 FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id
+						WHERE pe.entry_id = e.id AND p.state IN ('pending', 'created') AND p.superseded_by IS NULL
+						AND p.company_id IN (SELECT value FROM json_each(?)))
 				ORDER BY e.id`))
-			args = append(args, []any{st.Origin, p.First().Format(time.DateOnly), p.Last().Format(time.DateOnly)})
+			args = append(args, []any{st.Origin, p.First().Format(time.DateOnly), p.Last().Format(time.DateOnly), st.companiesJSON()})
 		}
 	}
 	var out []PendingCorrection

@@ -39,6 +39,19 @@ type StreamImport struct {
 type Statement struct {
 	Origin  string
 	Periods []paysync.Period
+	// Companies the statement is of (its rows' companies): only entries
+	// paid in one of them are removed, so that one company's export never
+	// removes another's hours.
+	Companies []string
+}
+
+// companiesJSON is Companies as a JSON array, for json_each.
+func (st *Statement) companiesJSON() string {
+	b, _ := json.Marshal(st.Companies)
+	if st.Companies == nil {
+		return "[]"
+	}
+	return string(b)
 }
 
 // SetStatement makes the import a period statement (see Statement); the
@@ -526,8 +539,11 @@ func (c *importCommit) statement() error {
 			WHERE e.origin = ? AND e.entry_date BETWEEN ? AND ? AND e.status = 'mapped'
 				AND e.entry_id NOT IN (SELECT entry_id FROM %sseen)
 				AND NOT EXISTS (SELECT 1 FROM closed_periods cp WHERE e.entry_date BETWEEN cp.first_day AND cp.last_day)
+				AND EXISTS (SELECT 1 FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id
+					WHERE pe.entry_id = e.id AND p.state IN ('pending', 'created') AND p.superseded_by IS NULL
+					AND p.company_id IN (SELECT value FROM json_each(?)))
 				AND coalesce((SELECT k.content_hash FROM entry_corrections k WHERE k.entry = e.id AND k.state = 'pending' ORDER BY k.id DESC LIMIT 1), '') <> '`+statementHash+`'
-			ORDER BY e.id`, c.source, c.now, st.Origin, p.First().Format(time.DateOnly), p.Last().Format(time.DateOnly))
+			ORDER BY e.id`, c.source, c.now, st.Origin, p.First().Format(time.DateOnly), p.Last().Format(time.DateOnly), st.companiesJSON())
 		if err != nil {
 			return fmt.Errorf("statement %s: %w", p, err)
 		}

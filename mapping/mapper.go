@@ -65,6 +65,9 @@ type Line struct {
 // implicitRule serves entries that carry their own code.
 var implicitRule = Rule{Name: "entry code"}
 
+// Company is the company an entry without company_id goes to.
+func (m *Mapper) Company() string { return firstNonEmpty(m.rules.Company, m.company) }
+
 // Map maps one entry to its lines: usually one; several when rules with
 // continue: true also match (hours and a supplement). It returns a
 // *Problem (or several, joined) when the entry cannot be paid as it

@@ -554,3 +554,29 @@ func TestScope_RevertMessage(t *testing.T) {
 		t.Errorf("payroll holds %v, want the first message's 8 only", got)
 	}
 }
+
+// TestCorrections_StatementOfOneCompany: a period statement of one
+// company's export never removes another company's entries of the same
+// source and period.
+func TestCorrections_StatementOfOneCompany(t *testing.T) {
+	e := setup(t, sandbox.Options{})
+	nov, _ := paysync.ParsePeriod("2026-11")
+	run := func(name, body string) worker.Report {
+		t.Helper()
+		im := e.importer(t, mapping.DefaultRules(), 100)
+		im.Statement = &worker.PeriodStatement{Period: nov}
+		sum, err := im.ImportAll(ctx(t), e.led, []worker.Input{fileInput(t, name, []byte(body))}, nil)
+		if err != nil || sum.Unfinished != 0 {
+			t.Fatalf("%s: %v %+v", name, err, sum)
+		}
+		return sum.Inputs[0].Report
+	}
+	run("nordlys.ndjson", fmt.Sprintf(`{"id":"sc1","employee_id":%q,"date":"2026-11-02","hours":7,"code":"T1"}`+"\n", sandbox.EmpMetteHansen))
+	rep := run("fjordtech.ndjson", fmt.Sprintf(`{"id":"sc2","company_id":%q,"employee_id":%q,"date":"2026-11-02","hours":5,"code":"T1"}`+"\n", sandbox.CompanyFjordtech, sandbox.EmpJonasLarsen))
+	if rep.Removed != 0 {
+		t.Errorf("the other company's statement removed %d entries", rep.Removed)
+	}
+	if got := e.sandboxParts(); len(got) != 2 {
+		t.Errorf("payroll holds %v, want both companies' pay parts", got)
+	}
+}

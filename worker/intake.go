@@ -193,8 +193,9 @@ type sourceIntake struct {
 	// period, for a period statement: an entry dated outside it is not
 	// taken (a warning); periods collects the statement's periods (the
 	// fixed one, or each row's under a derived kind).
-	period  *PeriodStatement
-	periods map[paysync.Period]bool
+	period    *PeriodStatement
+	periods   map[paysync.Period]bool
+	companies []string // the statement's (addCompany)
 	// hold records mapped entries as held, without pay parts: the cutoff
 	// (PAYSYNC_SEND=cutoff) plans each period's held entries into its
 	// aggregated pay parts.
@@ -286,7 +287,19 @@ func (s *sourceIntake) inPeriod(e paysync.Entry) bool {
 		s.periods = map[paysync.Period]bool{}
 	}
 	s.periods[p] = true
+	s.addCompany(e.CompanyID)
 	return true
+}
+
+// addCompany notes a company the statement is of: an entry's, or (none
+// given) the default company's.
+func (s *sourceIntake) addCompany(c string) {
+	if c == "" && s.step.mapper != nil {
+		c = s.step.mapper.Company()
+	}
+	if c != "" && !slices.Contains(s.companies, c) {
+		s.companies = append(s.companies, c)
+	}
 }
 
 // statement is the ledger's statement of a period import (nil without).
@@ -294,7 +307,12 @@ func (s *sourceIntake) statement() *ledger.Statement {
 	if s.period == nil {
 		return nil
 	}
-	st := &ledger.Statement{Origin: s.step.origin}
+	// The companies of its rows (an export of one company never removes
+	// another's hours); one without a row is of the default company.
+	if len(s.companies) == 0 {
+		s.addCompany("")
+	}
+	st := &ledger.Statement{Origin: s.step.origin, Companies: slices.Clone(s.companies)}
 	if !s.period.Period.IsZero() {
 		st.Periods = []paysync.Period{s.period.Period}
 		return st
