@@ -149,6 +149,7 @@ type SupersedablePart struct {
 type LiveEntry struct {
 	Row   int64 // entries.id
 	Entry paysync.Entry
+	Hash  string // its content hash as stored (EntriesIn, CutoffEntries)
 }
 
 // PartsOfEntries returns the live pay parts the entries (rows) are in, each
@@ -279,11 +280,11 @@ func (sc Scope) String() string {
 // out): a pay part's company is known only through its pay parts, so the
 // company is the caller's to check.
 func (l *Ledger) EntriesIn(ctx context.Context, sc Scope) ([]LiveEntry, error) {
-	q := `SELECT e.id, e.data, e.line, s.name FROM entries e JOIN sources s ON s.id = e.source_id
+	q := `SELECT e.id, e.data, e.line, s.name, e.content_hash FROM entries e JOIN sources s ON s.id = e.source_id
 		WHERE e.entry_date BETWEEN ? AND ? AND NOT (e.status = 'skipped' AND e.note = 'deleted')`
 	args := []any{sc.Period.First().Format(time.DateOnly), sc.Period.Last().Format(time.DateOnly)}
 	if sc.SourceID != 0 {
-		q = `SELECT e.id, e.data, e.line, s.name FROM entries e JOIN sources s ON s.id = e.source_id
+		q = `SELECT e.id, e.data, e.line, s.name, e.content_hash FROM entries e JOIN sources s ON s.id = e.source_id
 			WHERE e.source_id = ? AND NOT (e.status = 'skipped' AND e.note = 'deleted')`
 		args = []any{sc.SourceID}
 	}
@@ -300,7 +301,7 @@ func (l *Ledger) EntriesIn(ctx context.Context, sc Scope) ([]LiveEntry, error) {
 	for rows.Next() {
 		var le LiveEntry
 		var data []byte
-		if err := rows.Scan(&le.Row, &data, &le.Entry.Line, &le.Entry.Source); err != nil {
+		if err := rows.Scan(&le.Row, &data, &le.Entry.Line, &le.Entry.Source, &le.Hash); err != nil {
 			return nil, fmt.Errorf("ledger: entries of %s: %w", sc, err)
 		}
 		src, line := le.Entry.Source, le.Entry.Line
@@ -339,7 +340,7 @@ func (l *Ledger) HeldDates(ctx context.Context) ([]string, error) {
 // entries and, unless withPaid is false, the entries of its live pay parts
 // (their aggregates are planned again with the held ones).
 func (l *Ledger) CutoffEntries(ctx context.Context, p paysync.Period, withPaid bool) ([]LiveEntry, error) {
-	q := `SELECT e.id, e.data, e.line, s.name FROM entries e JOIN sources s ON s.id = e.source_id
+	q := `SELECT e.id, e.data, e.line, s.name, e.content_hash FROM entries e JOIN sources s ON s.id = e.source_id
 		WHERE e.entry_date BETWEEN ? AND ? AND e.status = 'mapped' AND (e.note = ?`
 	if withPaid {
 		q += ` OR ` + liveEntry
@@ -355,7 +356,7 @@ func (l *Ledger) CutoffEntries(ctx context.Context, p paysync.Period, withPaid b
 		var data []byte
 		var line int
 		var src string
-		if err := rows.Scan(&le.Row, &data, &line, &src); err != nil {
+		if err := rows.Scan(&le.Row, &data, &line, &src, &le.Hash); err != nil {
 			return nil, fmt.Errorf("ledger: entries of the cutoff of %s: %w", p, err)
 		}
 		if err := json.Unmarshal(data, &le.Entry); err != nil {
@@ -392,7 +393,17 @@ func (l *Ledger) ApplyCorrection(ctx context.Context, c Correction) (unit int64,
 		now := l.ts()
 		for _, p := range c.Pending {
 			if p.ID == 0 {
-				continue // a replay's re-mapping: no correction recorded
+				// Re-mapped as stored (a replay, a cutoff): the entry must
+				// still be what was planned (intake may have taken a held
+				// entry again, or a tombstone).
+				var hash string
+				if err := st.queryRow(`SELECT content_hash FROM entries WHERE id = ?`, p.Entry).Scan(&hash); err != nil {
+					return err
+				}
+				if hash != p.OldHash {
+					return ErrCorrectionStale
+				}
+				continue
 			}
 			var state string
 			if err := st.queryRow(`SELECT state FROM entry_corrections WHERE id = ?`, p.ID).Scan(&state); err != nil {

@@ -379,3 +379,28 @@ func TestLedger_ListCorrections(t *testing.T) {
 		})
 	}
 }
+
+// TestApplyCorrection_StaleEntry: a unit planned from entries as stored (a
+// cutoff, a replay) is refused as stale when an entry changed since it was
+// read (intake took a held entry again with other content), so that what
+// payroll gets always matches what the ledger holds.
+func TestApplyCorrection_StaleEntry(t *testing.T) {
+	l, _ := newLedger(t)
+	ctx := t.Context()
+	e := ent("a.ndjson", 1, "st-1", "8")
+	commit(t, l, ImportIntent{Source: src("a.ndjson", "a"), Entries: []NewEntry{newEntry(t, e, paysync.EntryMapped)}})
+	nov, _ := paysync.ParsePeriod(e.Date[:7])
+	stored, err := l.EntriesIn(ctx, Scope{Period: nov})
+	if err != nil || len(stored) != 1 {
+		t.Fatalf("EntriesIn = %v, %v", stored, err)
+	}
+	le := stored[0]
+	planned := Correction{Pending: []PendingCorrection{{Entry: le.Row, New: le.Entry, Old: le.Entry, Hash: "cutoff", OldHash: le.Hash}},
+		Status: map[int64]NewEntryStatus{le.Row: {Status: paysync.EntryMapped}}, CompanyID: "A", Source: &NewSource{Kind: paysync.SourceReplay, Name: "cutoff", Hash: "c1"}}
+	// Meanwhile the entry is taken again with other content.
+	changed := ent("b.ndjson", 1, "st-1", "6")
+	commit(t, l, ImportIntent{Source: src("b.ndjson", "b"), Entries: []NewEntry{newEntry(t, changed, paysync.EntryRejected)}})
+	if _, _, err := l.ApplyCorrection(ctx, planned); !errors.Is(err, ErrCorrectionStale) {
+		t.Fatalf("ApplyCorrection after the entry changed = %v, want ErrCorrectionStale", err)
+	}
+}

@@ -92,7 +92,7 @@ func (c *Corrector) ReplayScope(ctx context.Context, sc ledger.Scope, dryRun boo
 	pcs := make([]ledger.PendingCorrection, len(entries))
 	for i, le := range entries {
 		// As stored, mapped again: no correction row (ID 0).
-		pcs[i] = ledger.PendingCorrection{Entry: le.Row, New: le.Entry, Old: le.Entry, Hash: "replay"}
+		pcs[i] = ledger.PendingCorrection{Entry: le.Row, New: le.Entry, Old: le.Entry, Hash: "replay", OldHash: le.Hash}
 	}
 	p, err := c.plan(ctx, 0, pcs, closed)
 	if err != nil {
@@ -208,7 +208,7 @@ func (c *Corrector) Cutoff(ctx context.Context, dryRun bool) (CutoffResult, erro
 		}
 		pcs := make([]ledger.PendingCorrection, len(entries))
 		for i, le := range entries {
-			pcs[i] = ledger.PendingCorrection{Entry: le.Row, New: le.Entry, Old: le.Entry, Hash: "cutoff"}
+			pcs[i] = ledger.PendingCorrection{Entry: le.Row, New: le.Entry, Old: le.Entry, Hash: "cutoff", OldHash: le.Hash}
 		}
 		plan, err := c.plan(ctx, 0, pcs, nil)
 		if err != nil {
