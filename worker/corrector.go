@@ -61,16 +61,20 @@ func (c *Corrector) Run(ctx context.Context) (units int, err error) {
 		}
 		groups[pc.SourceID] = append(groups[pc.SourceID], pc)
 	}
+	var errs []error
 	for _, source := range order {
+		// One import's failure (payroll out of reach while mapping) does
+		// not hold up the others'.
 		applied, err := c.apply(ctx, source, groups[source])
 		if err != nil {
-			return units, err
+			errs = append(errs, fmt.Errorf("corrections of import %d: %w", source, err))
+			continue
 		}
 		if applied {
 			units++
 		}
 	}
-	return units, nil
+	return units, errors.Join(errs...)
 }
 
 // apply plans and records one unit.
@@ -134,6 +138,17 @@ type refusedCorrection struct {
 	pc      ledger.PendingCorrection
 	problem error
 	reject  ledger.NewReject
+}
+
+// refuseAll refuses every correction of a unit that cannot be planned
+// (what it says and hints, for each), and plans nothing.
+func refuseAll(out *correctionPlan, pcs []ledger.PendingCorrection, msg, hint string) *correctionPlan {
+	for _, pc := range pcs {
+		p := &mapping.Problem{Source: pc.New.Source, Line: pc.New.Line, EntryID: pc.New.ID, Msg: msg, Hint: hint}
+		out.refused = append(out.refused, refusedCorrection{pc: pc, problem: p, reject: rejectOf(p)})
+	}
+	out.unit = ledger.Correction{}
+	return out
 }
 
 // plan maps the new versions and the other entries of the pay parts they
@@ -232,7 +247,10 @@ func (c *Corrector) plan(ctx context.Context, source int64, pcs []ledger.Pending
 				return nil, err
 			}
 			if err != nil {
-				return nil, fmt.Errorf("correction: entry %s, paid before, no longer maps: %w", le.Entry.ID, err)
+				// The aggregate cannot be planned again: the corrections are
+				// refused (kept, visible), and the version paid stays.
+				return refuseAll(out, ok, fmt.Sprintf("the pay part it is in also sums entry %s (%s), which no longer maps under the current rules: %v",
+					le.Entry.ID, le.Entry.Where(), mapping.Flatten(err)[0]), "fix the rules (or correct that entry too), then send the correction again"), nil
 			}
 			place(le.Row, ls)
 		}
@@ -242,13 +260,25 @@ func (c *Corrector) plan(ctx context.Context, source int64, pcs []ledger.Pending
 			place(pc.Entry, lines[pc.Entry])
 		}
 	}
+	// A pay part it would replace that sums hours of a closed period is
+	// left as paid: the corrections are refused, naming the period.
+	for _, p := range parts {
+		for _, le := range p.Entries {
+			if cp, isClosed := ledger.ClosedOn(closed, le.Entry.Date); isClosed {
+				return refuseAll(out, ok, fmt.Sprintf("the pay part it is in also sums entry %s dated %s, in period %s, closed on %s: a correction to a closed period is refused",
+					le.Entry.ID, le.Entry.Date, cp.Period, cp.ClosedAt.UTC().Format("2006-01-02 15:04 UTC")),
+					fmt.Sprintf("send the difference as a new entry in an open period, or reopen it (paysync periods open %s)", cp.Period)), nil
+			}
+		}
+	}
 	// A pay part that comes out as one replaced is kept as it is.
 	var newParts []paysync.PlannedPayPart
 	var newRows [][]int64
 	supersede := slices.Clone(parts)
 	for _, pl := range planner.Take(true) {
 		if len(pl.Problems) > 0 {
-			return nil, fmt.Errorf("correction: %w", errors.Join(pl.Problems...))
+			return refuseAll(out, ok, fmt.Sprintf("the pay part it would make cannot be sent: %v", errors.Join(pl.Problems...)),
+				"round it in the source, or set rounding.places in the rules file"), nil
 		}
 		if j := sameAs(supersede, pl.PayPart, links[pl.Index]); j >= 0 {
 			supersede = slices.Delete(supersede, j, j+1)

@@ -580,3 +580,37 @@ func TestCorrections_StatementOfOneCompany(t *testing.T) {
 		t.Errorf("payroll holds %v, want both companies' pay parts", got)
 	}
 }
+
+// TestCorrections_AggregateWithClosedHours: a correction of an entry in an
+// open week whose monthly pay part also sums hours of a closed week is
+// refused (replacing it would pay the closed hours again), naming the
+// period; payroll is unchanged.
+func TestCorrections_AggregateWithClosedHours(t *testing.T) {
+	e := setup(t, sandbox.Options{})
+	im := e.importer(t, mapping.DefaultRules(), 100)
+	mette := sandbox.EmpMetteHansen
+	row := func(id, date, hours string) string {
+		return fmt.Sprintf(`{"id":%q,"employee_id":%q,"date":%q,"hours":%s,"code":"T1"}`, id, mette, date, hours) + "\n"
+	}
+	run := func(name, body string) worker.Report {
+		t.Helper()
+		sum, err := im.ImportAll(ctx(t), e.led, []worker.Input{fileInput(t, name, []byte(body))}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sum.Inputs[0].Report
+	}
+	run("v1.ndjson", row("w1", "2026-11-03", "8")+row("w2", "2026-11-20", "4"))
+	w45, _ := paysync.ParsePeriod("2026-W45")
+	if _, err := e.led.ClosePeriod(ctx(t), w45, ""); err != nil {
+		t.Fatal(err)
+	}
+	run("v2.ndjson", row("w2", "2026-11-20", "5"))
+	if got := e.payrollParts(); len(got) != 1 || got[mette+"|T1|12"] == "" {
+		t.Fatalf("payroll holds %v, want the monthly 12 unchanged", got)
+	}
+	rejects, err := e.led.Rejects(ctx(t), 2)
+	if err != nil || len(rejects) != 1 || !strings.Contains(rejects[0].Message, "in period 2026-W45, closed on") {
+		t.Fatalf("rejects of the correction: %+v, %v", rejects, err)
+	}
+}

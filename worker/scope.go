@@ -39,6 +39,10 @@ func (c *Corrector) RevertScope(ctx context.Context, sc ledger.Scope, dryRun boo
 	if err := c.refuseClosed(ctx, sc); err != nil {
 		return res, err
 	}
+	closed, err := c.L.ClosedPeriods(ctx)
+	if err != nil {
+		return res, err
+	}
 	entries, err := c.scopeEntries(ctx, sc)
 	if err != nil {
 		return res, err
@@ -62,6 +66,12 @@ func (c *Corrector) RevertScope(ctx context.Context, sc ledger.Scope, dryRun boo
 		}
 		if p.BatchState == paysync.BatchSending || p.BatchState == paysync.BatchReverting {
 			return res, ErrScopeBusy
+		}
+		for _, le := range p.Entries {
+			if cp, isClosed := ledger.ClosedOn(closed, le.Entry.Date); isClosed {
+				return res, fmt.Errorf("%s: entry %s is dated %s, in period %s, closed on %s: reopen it first (paysync periods open %s)",
+					sc, le.Entry.ID, le.Entry.Date, cp.Period, cp.ClosedAt.UTC().Format("2006-01-02 15:04 UTC"), cp.Period)
+			}
 		}
 		res.Unit.Supersede = append(res.Unit.Supersede, p)
 	}
@@ -201,7 +211,7 @@ func (c *Corrector) Cutoff(ctx context.Context, dryRun bool) (CutoffResult, erro
 		}
 	}
 	for _, p := range periods {
-		_, isClosed := ledger.ClosedOn(closed, p.First().Format("2006-01-02"))
+		isClosed := slices.ContainsFunc(closed, func(cp ledger.ClosedPeriod) bool { return cp.Period.Overlaps(p) })
 		entries, err := c.L.CutoffEntries(ctx, p, !isClosed)
 		if err != nil {
 			return out, err
