@@ -150,6 +150,7 @@ type LiveEntry struct {
 	Row   int64 // entries.id
 	Entry paysync.Entry
 	Hash  string // its content hash as stored (EntriesIn, CutoffEntries)
+	Held  bool   // held for the cutoff, no pay part yet (EntriesIn)
 }
 
 // PartsOfEntries returns the live pay parts the entries (rows) are in, each
@@ -182,7 +183,7 @@ func (l *Ledger) PartsOfEntries(ctx context.Context, entries []int64) ([]Superse
 	var out []*SupersedablePart
 	err = queryIn(ctx, l.rdb, ids, func(in string) string {
 		return `SELECT p.id, p.batch_id, p.seq, p.company_id, p.employee_id, p.employee_name, p.code, p.units, p.rate, p.amount, p.description, p.rule,
-				p.state, coalesce(p.payroll_id, ''), b.state, e.id, e.data, e.line, s.name
+				p.state, coalesce(p.payroll_id, ''), b.state, e.id, e.data, e.line, s.name, e.content_hash
 			FROM pay_parts p JOIN batches b ON b.id = p.batch_id JOIN pay_part_entries pe ON pe.pay_part_id = p.id
 			JOIN entries e ON e.id = pe.entry_id JOIN sources s ON s.id = e.source_id
 			WHERE p.id IN (` + in + `) ORDER BY p.id, e.id`
@@ -193,9 +194,9 @@ func (l *Ledger) PartsOfEntries(ctx context.Context, entries []int64) ([]Superse
 		var row int64
 		var data []byte
 		var line int
-		var src string
+		var src, hash string
 		if err := rows.Scan(&it.ID, &it.BatchID, &it.Seq, &it.CompanyID, &it.EmployeeID, &it.EmployeeName, &it.Code, &u, &r, &a,
-			&it.Description, &it.Rule, &it.State, &it.PayrollID, &bs, &row, &data, &line, &src); err != nil {
+			&it.Description, &it.Rule, &it.State, &it.PayrollID, &bs, &row, &data, &line, &src, &hash); err != nil {
 			return err
 		}
 		lp := byID[it.ID]
@@ -210,7 +211,7 @@ func (l *Ledger) PartsOfEntries(ctx context.Context, entries []int64) ([]Superse
 			return fmt.Errorf("stored entry %d: %w", row, err)
 		}
 		e.Source, e.Line = src, line
-		lp.Entries = append(lp.Entries, LiveEntry{Row: row, Entry: e})
+		lp.Entries = append(lp.Entries, LiveEntry{Row: row, Entry: e, Hash: hash})
 		return nil
 	})
 	if err != nil {
@@ -280,11 +281,11 @@ func (sc Scope) String() string {
 // out): a pay part's company is known only through its pay parts, so the
 // company is the caller's to check.
 func (l *Ledger) EntriesIn(ctx context.Context, sc Scope) ([]LiveEntry, error) {
-	q := `SELECT e.id, e.data, e.line, s.name, e.content_hash FROM entries e JOIN sources s ON s.id = e.source_id
+	q := `SELECT e.id, e.data, e.line, s.name, e.content_hash, e.status = 'mapped' AND e.note = '` + HeldNote + `' FROM entries e JOIN sources s ON s.id = e.source_id
 		WHERE e.entry_date BETWEEN ? AND ? AND NOT (e.status = 'skipped' AND e.note = 'deleted')`
 	args := []any{sc.Period.First().Format(time.DateOnly), sc.Period.Last().Format(time.DateOnly)}
 	if sc.SourceID != 0 {
-		q = `SELECT e.id, e.data, e.line, s.name, e.content_hash FROM entries e JOIN sources s ON s.id = e.source_id
+		q = `SELECT e.id, e.data, e.line, s.name, e.content_hash, e.status = 'mapped' AND e.note = '` + HeldNote + `' FROM entries e JOIN sources s ON s.id = e.source_id
 			WHERE e.source_id = ? AND NOT (e.status = 'skipped' AND e.note = 'deleted')`
 		args = []any{sc.SourceID}
 	}
@@ -301,7 +302,7 @@ func (l *Ledger) EntriesIn(ctx context.Context, sc Scope) ([]LiveEntry, error) {
 	for rows.Next() {
 		var le LiveEntry
 		var data []byte
-		if err := rows.Scan(&le.Row, &data, &le.Entry.Line, &le.Entry.Source, &le.Hash); err != nil {
+		if err := rows.Scan(&le.Row, &data, &le.Entry.Line, &le.Entry.Source, &le.Hash, &le.Held); err != nil {
 			return nil, fmt.Errorf("ledger: entries of %s: %w", sc, err)
 		}
 		src, line := le.Entry.Source, le.Entry.Line

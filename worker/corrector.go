@@ -83,7 +83,7 @@ func (c *Corrector) apply(ctx context.Context, source int64, pcs []ledger.Pendin
 	if err != nil {
 		return false, err
 	}
-	p, err := c.plan(ctx, source, pcs, closed)
+	p, err := c.plan(ctx, source, pcs, closed, nil)
 	if err != nil {
 		return false, err
 	}
@@ -115,7 +115,7 @@ func (c *Corrector) Preview(ctx context.Context, pcs []ledger.PendingCorrection)
 	if err != nil {
 		return ledger.Correction{}, nil, err
 	}
-	p, err := c.plan(ctx, 0, pcs, closed)
+	p, err := c.plan(ctx, 0, pcs, closed, nil)
 	if err != nil {
 		return ledger.Correction{}, nil, err
 	}
@@ -152,8 +152,8 @@ func refuseAll(out *correctionPlan, pcs []ledger.PendingCorrection, msg, hint st
 }
 
 // plan maps the new versions and the other entries of the pay parts they
-// are in, and plans the unit.
-func (c *Corrector) plan(ctx context.Context, source int64, pcs []ledger.PendingCorrection, closed []ledger.ClosedPeriod) (*correctionPlan, error) {
+// are in (but those in exclude: a revert's), and plans the unit.
+func (c *Corrector) plan(ctx context.Context, source int64, pcs []ledger.PendingCorrection, closed []ledger.ClosedPeriod, exclude map[int64]bool) (*correctionPlan, error) {
 	out := &correctionPlan{}
 	refuse := func(pc ledger.PendingCorrection, p error) {
 		out.refused = append(out.refused, refusedCorrection{pc: pc, problem: p, reject: rejectOf(p)})
@@ -232,7 +232,7 @@ func (c *Corrector) plan(ctx context.Context, source int64, pcs []ledger.Pending
 	}
 	for _, p := range parts {
 		for _, le := range p.Entries {
-			if placed[le.Row] {
+			if placed[le.Row] || exclude[le.Row] {
 				continue
 			}
 			if _, ok := refs[le.Row]; !ok {

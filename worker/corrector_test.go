@@ -614,3 +614,58 @@ func TestCorrections_AggregateWithClosedHours(t *testing.T) {
 		t.Fatalf("rejects of the correction: %+v, %v", rejects, err)
 	}
 }
+
+// TestScope_RevertMessageInACutoffAggregate: in cutoff mode a message's
+// entry shares its period's pay part with other messages' entries; revert
+// of that message replaces the aggregate by the others' total (delete,
+// then create), and an entry of it still held is held no longer (the next
+// cutoff does not pay it).
+func TestScope_RevertMessageInACutoffAggregate(t *testing.T) {
+	e := setup(t, sandbox.Options{})
+	mi := e.messageImporter(t)
+	mi.Hold = true
+	corr := &worker.Corrector{L: e.led, Mapper: mi.Mapper, Rules: mi.Rules, Wire: mi.Wire, BatchSize: 100}
+	d := e.deliverer(e.cl)
+	mette := sandbox.EmpMetteHansen
+	plan := func(body string) worker.Report {
+		t.Helper()
+		reps, errs, err := mi.Plan(ctx(t), []worker.Message{msg("timesheets.MV8x.toggl", body)})
+		if err != nil || errs[0] != nil {
+			t.Fatal(err, errs[0])
+		}
+		return reps[0]
+	}
+	cutoff := func() {
+		t.Helper()
+		if _, err := corr.Cutoff(ctx(t), false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.DeliverOpen(ctx(t), 0, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	plan(entryJSON("g1", mette, "T1", "8"))
+	second := plan(entryJSON("g2", mette, "T1", "3"))
+	cutoff()
+	if got := e.payrollParts(); len(got) != 1 || got[mette+"|T1|11"] == "" {
+		t.Fatalf("after the cutoff payroll holds %v, want one pay part of 11", got)
+	}
+	if _, err := corr.RevertScope(ctx(t), ledger.Scope{SourceID: second.ImportID}, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.DeliverOpen(ctx(t), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.payrollParts(); len(got) != 1 || got[mette+"|T1|8"] == "" {
+		t.Fatalf("after reverting the second message payroll holds %v, want the first's 8", got)
+	}
+	// A message still held when reverted is not paid at the next cutoff.
+	held := plan(entryJSON("g3", mette, "T1", "2"))
+	if _, err := corr.RevertScope(ctx(t), ledger.Scope{SourceID: held.ImportID}, false); err != nil {
+		t.Fatal(err)
+	}
+	cutoff()
+	if got := e.payrollParts(); len(got) != 1 || got[mette+"|T1|8"] == "" {
+		t.Fatalf("after the next cutoff payroll holds %v, want the first's 8 still", got)
+	}
+}

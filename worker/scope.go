@@ -21,10 +21,13 @@ type ScopeResult struct {
 	// Spanning counts pay parts with entries both in and out of the scope
 	// (summed before pay parts were per period): left alone.
 	Spanning int
+	held     bool // a revert un-holds held entries: a change even without pay parts
 }
 
 // Changes reports whether payroll would change.
-func (r ScopeResult) Changes() bool { return len(r.Unit.Supersede)+len(r.Unit.PayParts) > 0 }
+func (r ScopeResult) Changes() bool {
+	return len(r.Unit.Supersede)+len(r.Unit.PayParts) > 0 || (r.held && len(r.Unit.Pending) > 0)
+}
 
 // ErrScopeBusy: a pay part in scope is in a call right now; try again.
 var ErrScopeBusy = errors.New("a batch of the period is being sent or reverted right now; run it again in a moment")
@@ -56,12 +59,18 @@ func (c *Corrector) RevertScope(ctx context.Context, sc ledger.Scope, dryRun boo
 	if err != nil {
 		return res, err
 	}
+	var spanning []ledger.PendingCorrection // the other entries of pay parts shared with entries out of scope
 	for _, p := range parts {
 		if sc.Company != "" && p.CompanyID != sc.Company {
 			continue
 		}
 		if slices.ContainsFunc(p.Entries, func(le ledger.LiveEntry) bool { return !in[le.Row] }) {
 			res.Spanning++
+			for _, le := range p.Entries {
+				if !in[le.Row] && !slices.ContainsFunc(spanning, func(pc ledger.PendingCorrection) bool { return pc.Entry == le.Row }) {
+					spanning = append(spanning, ledger.PendingCorrection{Entry: le.Row, New: le.Entry, Old: le.Entry, Hash: "revert", OldHash: le.Hash})
+				}
+			}
 			continue
 		}
 		if p.BatchState == paysync.BatchSending || p.BatchState == paysync.BatchReverting {
@@ -74,6 +83,36 @@ func (c *Corrector) RevertScope(ctx context.Context, sc ledger.Scope, dryRun boo
 			}
 		}
 		res.Unit.Supersede = append(res.Unit.Supersede, p)
+	}
+	if len(spanning) > 0 {
+		// Pay parts that sum entries in and out of scope (a cutoff's
+		// aggregates): planned again without the scope's entries.
+		p, err := c.plan(ctx, 0, spanning, closed, in)
+		if err != nil {
+			return res, err
+		}
+		if p.wait {
+			return res, ErrScopeBusy
+		}
+		if len(p.refused) > 0 {
+			return res, fmt.Errorf("revert %s: %w", sc, p.refused[0].problem)
+		}
+		res.Unit.Supersede = append(res.Unit.Supersede, p.unit.Supersede...)
+		res.Unit.PayParts, res.Unit.PayPartRows = p.unit.PayParts, p.unit.PayPartRows
+		res.Unit.Pending, res.Unit.Status = p.unit.Pending, p.unit.Status
+		res.Spanning = 0
+	}
+	// Entries held for the cutoff are held no longer: reverted before
+	// they were paid.
+	for _, le := range entries {
+		if le.Held {
+			res.held = true
+			if res.Unit.Status == nil {
+				res.Unit.Status = map[int64]ledger.NewEntryStatus{}
+			}
+			res.Unit.Pending = append(res.Unit.Pending, ledger.PendingCorrection{Entry: le.Row, OldHash: le.Hash})
+			res.Unit.Status[le.Row] = ledger.NewEntryStatus{Status: paysync.EntryMapped}
+		}
 	}
 	if len(res.Unit.Supersede) > 0 {
 		res.Unit.CompanyID = res.Unit.Supersede[0].CompanyID
@@ -104,7 +143,7 @@ func (c *Corrector) ReplayScope(ctx context.Context, sc ledger.Scope, dryRun boo
 		// As stored, mapped again: no correction row (ID 0).
 		pcs[i] = ledger.PendingCorrection{Entry: le.Row, New: le.Entry, Old: le.Entry, Hash: "replay", OldHash: le.Hash}
 	}
-	p, err := c.plan(ctx, 0, pcs, closed)
+	p, err := c.plan(ctx, 0, pcs, closed, nil)
 	if err != nil {
 		return res, err
 	}
@@ -220,7 +259,7 @@ func (c *Corrector) Cutoff(ctx context.Context, dryRun bool) (CutoffResult, erro
 		for i, le := range entries {
 			pcs[i] = ledger.PendingCorrection{Entry: le.Row, New: le.Entry, Old: le.Entry, Hash: "cutoff", OldHash: le.Hash}
 		}
-		plan, err := c.plan(ctx, 0, pcs, nil)
+		plan, err := c.plan(ctx, 0, pcs, nil, nil)
 		if err != nil {
 			return out, fmt.Errorf("cutoff %s: %w", p, err)
 		}
