@@ -59,7 +59,7 @@ func (d *Deliverer) revertBatch(ctx context.Context, id int64) error {
 		if err != nil {
 			return err
 		}
-		again, err := d.deleteCreated(ctx, fmt.Sprintf("revert batch %d", id), id, b.CompanyID, att, created, try, d.L.MarkRemoved)
+		again, err := d.deleteCreated(ctx, fmt.Sprintf("revert batch %d", id), id, b.CompanyID, att, created, try, d.L.MarkRemoved, nil)
 		if !again || err != nil {
 			return err
 		}
@@ -72,15 +72,12 @@ func (d *Deliverer) revertBatch(ctx context.Context, id int64) error {
 // hand become gone. again: the attempt failed in a way worth another try
 // (after the backoff slept here): read and begin again.
 func (d *Deliverer) deleteCreated(ctx context.Context, op string, id int64, company string, att int64, created []ledger.Item, try int,
-	markRemoved func(ctx context.Context, batchID, attemptID int64, deleted, gone []int64) error) (again bool, err error) {
-	current, err := d.P.PayParts(ctx, company)
-	if err != nil {
-		_ = d.L.EndAttempt(context.WithoutCancel(ctx), att, paysync.AttemptFailed, 0, err.Error(), "")
-		return false, fmt.Errorf("%s: read pay parts of company %s: %w", op, company, err)
-	}
-	exists := map[string]bool{}
-	for _, p := range current {
-		exists[p.ID] = true
+	markRemoved func(ctx context.Context, batchID, attemptID int64, deleted, gone []int64) error, exists map[string]bool) (again bool, err error) {
+	if exists == nil {
+		if exists, err = d.inPayroll(ctx, company); err != nil {
+			_ = d.L.EndAttempt(context.WithoutCancel(ctx), att, paysync.AttemptFailed, 0, err.Error(), "")
+			return false, fmt.Errorf("%s: %w", op, err)
+		}
 	}
 	var gone, deleted, present []int64
 	var presentIDs []string
@@ -143,6 +140,19 @@ func (d *Deliverer) deleteCreated(ctx context.Context, op string, id int64, comp
 	return true, d.Sleep(ctx, backoff(try, pe.RetryAfter))
 }
 
+// inPayroll reads the payroll ids of company's pay parts.
+func (d *Deliverer) inPayroll(ctx context.Context, company string) (map[string]bool, error) {
+	current, err := d.P.PayParts(ctx, company)
+	if err != nil {
+		return nil, fmt.Errorf("read pay parts of company %s: %w", company, err)
+	}
+	exists := make(map[string]bool, len(current))
+	for _, p := range current {
+		exists[p.ID] = true
+	}
+	return exists, nil
+}
+
 // removeSuperseded deletes from payroll the pay parts of company that
 // correction unit replaces, before the unit's own batches are sent. Run again after a
 // crash, it deletes what is still there (a delete recorded and sent is
@@ -153,6 +163,12 @@ func (d *Deliverer) removeSuperseded(ctx context.Context, unit int64, company st
 		if err != nil || len(order) == 0 {
 			return err
 		}
+		// One read of what payroll holds serves every batch of the unit
+		// (their pay parts are not each other's).
+		exists, err := d.inPayroll(ctx, company)
+		if err != nil {
+			return fmt.Errorf("correction %d: %w", unit, err)
+		}
 		again := false
 		for _, bid := range order {
 			items := byBatch[bid]
@@ -160,7 +176,7 @@ func (d *Deliverer) removeSuperseded(ctx context.Context, unit int64, company st
 			if err != nil {
 				return err
 			}
-			a, err := d.deleteCreated(ctx, fmt.Sprintf("correction %d: delete from batch %d", unit, bid), bid, items[0].CompanyID, att, items, try, d.L.MarkSupersededRemoved)
+			a, err := d.deleteCreated(ctx, fmt.Sprintf("correction %d: delete from batch %d", unit, bid), bid, items[0].CompanyID, att, items, try, d.L.MarkSupersededRemoved, exists)
 			if err != nil {
 				return err
 			}
