@@ -141,17 +141,29 @@ func (c *cellParser) date(line int, id, field, s string) (string, error) {
 	return d, nil
 }
 
-func (c *cellParser) numberHint() string {
+// numberHint says how to write a number, and names the decimal comma
+// setting (--decimal-comma) when the separator is what failed.
+func (c *cellParser) numberHint(s string) string {
 	if c.decimalComma {
-		return "write a number with a decimal comma, like 7,5"
+		return "write a number with a decimal comma, like 7,5, or turn off --decimal-comma"
 	}
-	return "write a number with a decimal point, like 7.5 (set the decimal comma option for 7,5)"
+	if strings.Contains(s, ",") && !strings.Contains(s, ".") {
+		return "the file writes numbers with a decimal comma: turn on --decimal-comma"
+	}
+	return "write a number with a decimal point, like 7.5 (for 7,5 turn on --decimal-comma)"
 }
 
 func (c *cellParser) hours(line int, id, field, s string) (paysync.Hours, error) {
 	h, err := parseHours(s, c.decimalComma)
 	if err != nil {
-		return h, c.problem(line, id, field, err.Error(), "write decimal hours ("+c.numberExample()+") or a duration like 7:30 or 7:30:00")
+		hint := "write decimal hours (" + c.numberExample() + ") or a duration like 7:30 or 7:30:00"
+		switch {
+		case c.decimalComma && strings.Contains(s, "."):
+			hint += ", or turn off --decimal-comma"
+		case !c.decimalComma && strings.Contains(s, ",") && !strings.Contains(s, "."):
+			hint = "the file writes numbers with a decimal comma: turn on --decimal-comma"
+		}
+		return h, c.problem(line, id, field, err.Error(), hint)
 	}
 	return h, nil
 }
@@ -166,7 +178,7 @@ func (c *cellParser) numberExample() string {
 func (c *cellParser) decimal(line int, id, field, s string) (decimal.NullDecimal, error) {
 	d, err := parseDecimal(s, c.decimalComma)
 	if err != nil {
-		return decimal.NullDecimal{}, c.problem(line, id, field, err.Error(), c.numberHint())
+		return decimal.NullDecimal{}, c.problem(line, id, field, err.Error(), c.numberHint(s))
 	}
 	return decimal.NullDecimal{Decimal: d, Valid: true}, nil
 }

@@ -142,3 +142,30 @@ func TestDateLayout(t *testing.T) {
 		t.Errorf("the empty layout is not ISO: %v", err)
 	}
 }
+
+// A number that fails to parse because of its decimal separator names the
+// setting that reads it (--decimal-comma).
+func TestNewReader_DecimalCommaHint(t *testing.T) {
+	cases := []struct {
+		name, in string
+		opts     ReadOptions
+		want     string
+	}{
+		{"hours with a comma", "id,name,date,hours,type\n1,A,2024-03-04,\"7,5\",t\n", ReadOptions{}, "--decimal-comma"},
+		{"rate with a comma", "id;name;date;hours;rate\n1;A;2024-03-04;7.5;215,75\n", ReadOptions{}, "--decimal-comma"},
+		{"preset hours with a comma", "Date;Hours;First Name;Last Name\n2024-03-04;7,5;A;B\n", ReadOptions{}, "--decimal-comma"},
+		{"a dot with the comma on", "id;name;date;hours\n1;A;2024-03-04;7.5\n", ReadOptions{DecimalComma: true}, "--decimal-comma"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rd, _, err := NewReader("x", strings.NewReader(tc.in), tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = rd.Next()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Next() = %v, want a problem naming %s", err, tc.want)
+			}
+		})
+	}
+}

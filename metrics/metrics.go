@@ -23,7 +23,7 @@ type Metrics struct {
 	TokenRefresh prometheus.CounterFunc
 	PendingParts prometheus.GaugeFunc
 	ConsumerLag  prometheus.GaugeFunc
-	InboxFiles   *prometheus.CounterVec // inbox files by outcome
+	InboxFiles   *prometheus.CounterVec // inbox files by outcome (ObserveInboxFile)
 	Ready        prometheus.Gauge
 }
 
@@ -74,7 +74,14 @@ func New(f Funcs) *Metrics {
 	for _, o := range []string{"failed", "rejected"} {
 		m.PayParts.WithLabelValues(o)
 	}
+	m.InboxFiles.WithLabelValues("failed")
 	return m
+}
+
+// ObserveInboxFile counts a file an inbox poll finished with, by outcome
+// (the inbox's Config.OnFile): processed, failed, duplicate, refused.
+func (m *Metrics) ObserveInboxFile(outcome string) {
+	m.InboxFiles.WithLabelValues(outcome).Inc()
 }
 
 // ObserveBatch records a batch outcome with its number of pay parts (the

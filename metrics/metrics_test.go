@@ -108,3 +108,29 @@ func TestMetrics_Outcomes(t *testing.T) {
 		}
 	}
 }
+
+// Issue 16: paysync_inbox_files_total was registered but never counted
+// while the runbook alerts on its failed outcome: each file an inbox poll
+// finished with counts once under its outcome; failed exists from the start.
+func TestMetrics_InboxFiles(t *testing.T) {
+	m := metrics.New(metrics.Funcs{})
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	if _, body := get(t, srv.URL+"/metrics"); !strings.Contains(body, `paysync_inbox_files_total{outcome="failed"} 0`) {
+		t.Errorf("/metrics before any file lacks the failed outcome at 0")
+	}
+	for _, o := range []string{"processed", "processed", "failed", "duplicate", "refused"} {
+		m.ObserveInboxFile(o)
+	}
+	_, body := get(t, srv.URL+"/metrics")
+	for _, want := range []string{
+		`paysync_inbox_files_total{outcome="processed"} 2`,
+		`paysync_inbox_files_total{outcome="failed"} 1`,
+		`paysync_inbox_files_total{outcome="duplicate"} 1`,
+		`paysync_inbox_files_total{outcome="refused"} 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}

@@ -300,7 +300,8 @@ func (d *Daemon) start(startCtx, runCtx context.Context) {
 // work, and should be closed.
 func (d *Daemon) Failed() <-chan error { return d.failed }
 
-// PollNow asks the inbox for a poll now (SIGHUP, SIGUSR1).
+// PollNow asks the inbox for a poll now (SIGHUP, SIGUSR1): one that begins
+// after the ask and takes a file that arrived before it (inbox RunNow).
 func (d *Daemon) PollNow() {
 	if d.in != nil {
 		d.in.RunNow()

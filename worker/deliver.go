@@ -528,7 +528,9 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) (children 
 		if next != 0 {
 			d.readAheadOf(ctx, next)
 		}
+		sent := time.Now()
 		created, err := d.P.CreatePayParts(ctx, b.CompanyID, inputs)
+		took := time.Since(sent)
 		if err == nil {
 			ids := make(map[int64]string, len(created))
 			for i, p := range created {
@@ -552,6 +554,8 @@ func (d *Deliverer) deliverBatch(ctx context.Context, id, next int64) (children 
 			d.Stats.Created += len(created)
 			d.observe("created", len(created))
 			d.progress()
+			// One line per batch created, never one per pay part.
+			d.Log.Info("batch created", "company", b.CompanyID, "batch", id, "pay_parts", len(created), "took", took)
 			if done {
 				end = paysync.BatchCreated
 				return nil, nil // every item created: the batch is created

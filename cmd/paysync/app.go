@@ -117,7 +117,13 @@ func report(err error, w io.Writer) int {
 	}
 	var ue *usageError
 	if errors.As(err, &ue) {
-		fmt.Fprintf(w, "paysync: %s\n", oneLine(ue.msg))
+		// A usage error's lines are separate errors (a rules file's
+		// problems): one line each.
+		for _, l := range strings.Split(ue.msg, "\n") {
+			if l = oneLine(l); l != "" {
+				fmt.Fprintf(w, "paysync: %s\n", l)
+			}
+		}
 		return 2
 	}
 	fmt.Fprintf(w, "paysync: %s\n", oneLine(err.Error()))
@@ -137,8 +143,13 @@ func newFlagSet(name, synopsis string, io stdio) *flag.FlagSet {
 	fs := flag.NewFlagSet("paysync "+name, flag.ContinueOnError)
 	fs.SetOutput(io.err)
 	fs.Usage = func() {
-		fmt.Fprintf(io.err, "Usage: paysync %s\n\nFlags:\n", synopsis)
-		fs.PrintDefaults()
+		fmt.Fprintf(io.err, "Usage: paysync %s\n", synopsis)
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 { // a command without flags shows no empty section
+			fmt.Fprintln(io.err, "\nFlags:")
+			fs.PrintDefaults()
+		}
 	}
 	return fs
 }

@@ -115,7 +115,7 @@ func runAuthStatus(ctx context.Context, args []string, io stdio, env lookupEnv) 
 		}
 		t.row("stored token", "fingerprint "+st.StoredToken+", "+rot)
 	}
-	t.row("access token", fmt.Sprintf("valid until %s (%s)", st.AccessTokenExpiry.Format(time.RFC3339), time.Until(exp).Round(time.Second)))
+	t.row("access token", fmt.Sprintf("valid until %s (%s)", utcTime(st.AccessTokenExpiry), time.Until(exp).Round(time.Second)))
 	t.row("current company", st.CurrentCompany)
 	t.row("schema", st.Schema)
 	return t.flush()

@@ -112,7 +112,7 @@ func runBatches(ctx context.Context, args []string, io stdio, env lookupEnv) err
 	tb := newTable(io.out, "BATCH", "IMPORT", "COMPANY", "STATE", "PAY PARTS", "CREATED", "REJECTED", "DELETED/GONE", "ATTEMPTS", "UPDATED", "LAST ERROR")
 	for _, b := range bs {
 		tb.row(fmt.Sprint(b.ID), fmt.Sprint(b.SourceID), b.CompanyID, string(b.State), fmt.Sprint(b.Items), fmt.Sprint(b.Created), fmt.Sprint(b.Rejected),
-			fmt.Sprintf("%d/%d", b.Deleted, b.Gone), fmt.Sprint(b.Attempts), b.UpdatedAt.Local().Format("2006-01-02 15:04:05"), truncate(b.LastError, 60))
+			fmt.Sprintf("%d/%d", b.Deleted, b.Gone), fmt.Sprint(b.Attempts), utcTime(b.UpdatedAt), truncate(b.LastError, 60))
 	}
 	return tb.flush()
 }
@@ -133,7 +133,7 @@ func showBatch(ctx context.Context, l *ledger.Ledger, id int64, asJSON bool, io 
 		return writeJSON(io.out, d)
 	}
 	w := io.out
-	fmt.Fprintf(w, "batch %d: company %s, import %d, state %s, %d attempts", d.ID, d.CompanyID, d.SourceID, d.State, d.Attempts)
+	fmt.Fprintf(w, "batch %d: company %s, import %d, state %s, %s", d.ID, d.CompanyID, d.SourceID, d.State, plural(d.Attempts, "attempt", "attempts"))
 	if d.ParentID != 0 {
 		fmt.Fprintf(w, ", split from batch %d", d.ParentID)
 	}
@@ -160,7 +160,7 @@ func showBatch(ctx context.Context, l *ledger.Ledger, id int64, asJSON bool, io 
 		fmt.Fprintln(w, "\nattempts:")
 		tb := newTable(w, "  #", "OP", "ITEMS", "STARTED", "OUTCOME", "ERROR")
 		for _, a := range d.Log {
-			tb.row(fmt.Sprintf("  %d", a.ID), string(a.Op), fmt.Sprint(a.Items), a.StartedAt.Local().Format("15:04:05.000"), string(a.Outcome), truncate(a.Error, 70))
+			tb.row(fmt.Sprintf("  %d", a.ID), string(a.Op), fmt.Sprint(a.Items), utcClock(a.StartedAt), string(a.Outcome), truncate(a.Error, 70))
 		}
 		return tb.flush()
 	}
@@ -218,7 +218,7 @@ func runImports(ctx context.Context, args []string, io stdio, env lookupEnv) err
 	}
 	tb := newTable(io.out, "IMPORT", "KIND", "NAME", "FORMAT", "ENTRIES", "DUPLICATES", "REJECTS", "RECEIVED")
 	for _, s := range ss {
-		tb.row(fmt.Sprint(s.ID), string(s.Kind), s.Name, s.Format, fmt.Sprint(s.Entries), fmt.Sprint(s.Duplicates), fmt.Sprint(s.Rejects), s.ReceivedAt.Local().Format("2006-01-02 15:04:05"))
+		tb.row(fmt.Sprint(s.ID), string(s.Kind), s.Name, s.Format, fmt.Sprint(s.Entries), fmt.Sprint(s.Duplicates), fmt.Sprint(s.Rejects), utcTime(s.ReceivedAt))
 	}
 	return tb.flush()
 }
@@ -250,8 +250,8 @@ func showImport(ctx context.Context, l *ledger.Ledger, id int64, asJSON bool, io
 		return writeJSON(io.out, d)
 	}
 	w := io.out
-	fmt.Fprintf(w, "import %d: %s %s (%s, %d bytes, sha256 %.12s…), received %s\n", s.ID, s.Kind, s.Name, s.Format, s.Size, s.Hash, s.ReceivedAt.Local().Format("2006-01-02 15:04:05"))
-	fmt.Fprintf(w, "%d entries, %d duplicates, %d rejects\n\n", s.Entries, s.Duplicates, s.Rejects)
+	fmt.Fprintf(w, "import %d: %s %s (%s, %d bytes, sha256 %.12s…), received %s\n", s.ID, s.Kind, s.Name, s.Format, s.Size, s.Hash, utcTime(s.ReceivedAt))
+	fmt.Fprintf(w, "%s, %s, %s\n\n", plural(s.Entries, "entry", "entries"), plural(s.Duplicates, "duplicate", "duplicates"), plural(s.Rejects, "reject", "rejects"))
 	tb := newTable(w, "BATCH", "COMPANY", "STATE", "PAY PARTS", "CREATED", "REJECTED", "DELETED/GONE")
 	for _, b := range d.Batches {
 		tb.row(fmt.Sprint(b.ID), b.CompanyID, string(b.State), fmt.Sprint(b.Items), fmt.Sprint(b.Created), fmt.Sprint(b.Rejected), fmt.Sprintf("%d/%d", b.Deleted, b.Gone))

@@ -72,7 +72,7 @@ func runCorrections(ctx context.Context, args []string, io stdio, env lookupEnv)
 	tb := newTable(io.out, "UNIT", "IMPORT", "FROM", "COMPANY", "ENTRIES", "REPLACED", "NEW", "BATCHES", "STATE", "RECORDED")
 	for _, u := range us {
 		tb.row(fmt.Sprint(u.ID), fmt.Sprint(u.SourceID), truncate(filepath.Base(u.ImportName), 40), u.CompanyID, fmt.Sprint(u.Entries), fmt.Sprint(u.Replaced),
-			fmt.Sprint(u.New), dash(joinIDs(u.Batches)), string(u.State), u.CreatedAt.Local().Format("2006-01-02 15:04:05"))
+			fmt.Sprint(u.New), dash(joinIDs(u.Batches)), string(u.State), utcTime(u.CreatedAt))
 	}
 	return tb.flush()
 }
@@ -132,7 +132,7 @@ func joinIDs(ids []int64) string {
 // replaced and created.
 func writeCorrection(w io.Writer, d ledger.CorrectionDetail) error {
 	fmt.Fprintf(w, "correction %d: import %d (%s %s), company %s, recorded %s\n", d.ID, d.SourceID, d.Import.Kind, d.ImportName, d.CompanyID,
-		d.CreatedAt.Local().Format("2006-01-02 15:04:05"))
+		utcTime(d.CreatedAt))
 	fmt.Fprintln(w, unitSummary(d.CorrectionUnit))
 	if len(d.Delta) > 0 {
 		fmt.Fprintln(w)

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/paysync/paysync/worker/stream"
 )
@@ -115,7 +114,7 @@ func writeDeadLetters(std stdio, res stream.RedriveResult, redrive bool) error {
 	}
 	t := newTable(std.out, headers...)
 	for _, dl := range res.Matched {
-		row := []string{fmt.Sprint(dl.Seq), dl.Time.Local().Format(time.DateTime), dl.Subject, oneLine(dl.Reason)}
+		row := []string{fmt.Sprint(dl.Seq), utcTime(dl.Time), dl.Subject, oneLine(dl.Reason)}
 		if redrive {
 			switch {
 			case done[dl.Seq]:

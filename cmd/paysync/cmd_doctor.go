@@ -939,11 +939,3 @@ func (d *doctor) inboxHint(err error) string {
 	}
 	return "let the paysync user use " + p
 }
-
-// plural returns "1 thing" or "n things".
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}

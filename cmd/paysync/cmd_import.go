@@ -153,7 +153,7 @@ func runImport(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 		return err
 	}
 	var f importFlags
-	fs := newFlagSet("import", "import --dry-run [--rules FILE] [--format F] [--json] FILE... (or - for standard input)", io)
+	fs := newFlagSet("import", "import [--dry-run] [--rules FILE] [--format F] [--json] FILE... (or - for standard input)", io)
 	cfg.apiFlags(fs)
 	f.register(fs, &cfg)
 	if err := fs.Parse(args); err != nil {
@@ -215,8 +215,16 @@ func runImport(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	} else if err := writeImportReport(io.out, rep); err != nil {
 		return err
 	}
-	if n := len(rep.Problems); n > 0 {
-		return fmt.Errorf("import: %d problem(s); nothing was sent", n)
+	return dryRunDone("import", rep.Summary.Problems)
+}
+
+// dryRunDone is how every dry run that lists problems ends (import,
+// replay): exit 1 when it listed any, since the real run would not send
+// those entries, so a script can gate the real run on it. (The dry runs
+// of revert, --period and cutoff list no problems: they fail as errors.)
+func dryRunDone(op string, problems int) error {
+	if problems > 0 {
+		return fmt.Errorf("%s: %s; nothing was sent", op, plural(problems, "problem", "problems"))
 	}
 	return nil
 }
@@ -463,13 +471,13 @@ func writeImportReport(w io.Writer, rep importReport) error {
 		nSkipped += v
 	}
 	if s.Files == 0 { // a replay: the entries come from the ledger
-		fmt.Fprintf(w, "\n%d skipped%s, %d problems; %d pay parts\n", nSkipped, skipped, s.Problems, s.PayParts)
+		fmt.Fprintf(w, "\n%d skipped%s, %s; %s\n", nSkipped, skipped, plural(s.Problems, "problem", "problems"), plural(s.PayParts, "pay part", "pay parts"))
 	} else {
-		fmt.Fprintf(w, "\n%d entries in %d file(s): %d mapped, %d skipped%s, %d with problems; %d pay parts\n",
-			s.Entries, s.Files, s.Mapped, nSkipped, skipped, s.Problems, s.PayParts)
+		fmt.Fprintf(w, "\n%s in %s: %d mapped, %d skipped%s, %d with problems; %s\n",
+			plural(s.Entries, "entry", "entries"), plural(s.Files, "file", "files"), s.Mapped, nSkipped, skipped, s.Problems, plural(s.PayParts, "pay part", "pay parts"))
 	}
 	if s.AlreadyImported > 0 {
-		fmt.Fprintf(w, "%d entries are in the ledger already with the same content: skipped, as the import would\n", s.AlreadyImported)
+		fmt.Fprintf(w, "%s in the ledger already with the same content: skipped, as the import would\n", plural(s.AlreadyImported, "entry is", "entries are"))
 	}
 	if rep.Delta != nil {
 		if err := writeDelta(w, rep.Delta); err != nil {

@@ -85,7 +85,7 @@ func listPeriods(ctx context.Context, l *ledger.Ledger, asJSON bool, io stdio) e
 		t := newTable(io.out, "PERIOD", "COMPANY", "SOURCE", "PAY PARTS", "PENDING", "ENTRIES", "UNITS", "AMOUNT", "LAST IMPORT", "STATUS")
 		for _, p := range totals {
 			t.row(p.Period, p.CompanyID, p.Origin, fmt.Sprint(p.PayParts), fmt.Sprint(p.Pending), fmt.Sprint(p.Entries),
-				p.Units.String(), p.Amount.String(), p.LastImport.UTC().Format("2006-01-02 15:04 UTC"), p.Status)
+				p.Units.String(), p.Amount.String(), utcTime(p.LastImport), p.Status)
 		}
 		if err := t.flush(); err != nil {
 			return err
@@ -97,7 +97,7 @@ func listPeriods(ctx context.Context, l *ledger.Ledger, asJSON bool, io stdio) e
 			note = ": " + c.Note
 		}
 		fmt.Fprintf(io.out, "closed: %s (%s..%s) on %s%s\n", c.Period, c.Period.First().Format(time.DateOnly), c.Period.Last().Format(time.DateOnly),
-			c.ClosedAt.UTC().Format("2006-01-02 15:04 UTC"), note)
+			utcTime(c.ClosedAt), note)
 	}
 	return nil
 }

@@ -56,24 +56,30 @@ func targets(ctx context.Context, l *ledger.Ledger, what string, pos []string, i
 	return nil, usagef("%s: want BATCH_ID or --import ID", what)
 }
 
-// confirm asks on a terminal; elsewhere --yes is required.
+// confirm asks on a terminal; elsewhere (a pipe, /dev/null under cron or
+// CI) there is no one to answer, and --yes is required.
 func confirm(io stdio, yes bool, question string) error {
 	if yes {
 		return nil
 	}
 	f, ok := io.in.(*os.File)
-	if !ok {
-		return usagef("refusing to change payroll without --yes when not on a terminal")
-	}
-	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-		return usagef("refusing to change payroll without --yes when not on a terminal")
+	if !ok || !isTerminal(f) {
+		return noTerminal(question)
 	}
 	fmt.Fprintf(io.err, "%s [y/N] ", question)
-	line, _ := bufio.NewReader(f).ReadString('\n')
+	line, err := bufio.NewReader(f).ReadString('\n')
+	if err != nil && line == "" { // end of input: no answer
+		return fmt.Errorf("cancelled (no answer): nothing changed; pass --yes to go ahead without being asked")
+	}
 	if a := strings.ToLower(strings.TrimSpace(line)); a != "y" && a != "yes" {
 		return fmt.Errorf("cancelled: nothing changed")
 	}
 	return nil
+}
+
+// noTerminal says why nothing was asked and what to do.
+func noTerminal(question string) error {
+	return usagef("no terminal to ask %q: pass --yes to go ahead; nothing changed", question)
 }
 
 func runRevert(ctx context.Context, args []string, io stdio, env lookupEnv) error {
@@ -179,12 +185,12 @@ func runRevert(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 			return err
 		}
 	}
-	fmt.Fprintf(io.out, "\n%d pay parts of batches %v: %d to delete, %d already gone\n", len(items), ids, n, len(items)-n)
+	fmt.Fprintf(io.out, "\n%s of batches %v: %d to delete, %d already gone\n", plural(len(items), "pay part", "pay parts"), ids, n, len(items)-n)
 	if dryRun {
 		return nil
 	}
 	if n > 0 {
-		if err := confirm(io, yes, fmt.Sprintf("delete %d pay parts from payroll?", n)); err != nil {
+		if err := confirm(io, yes, fmt.Sprintf("delete %s from payroll?", plural(n, "pay part", "pay parts"))); err != nil {
 			return err
 		}
 	}
@@ -195,7 +201,7 @@ func runRevert(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	if err := d.Revert(ctx, ids); err != nil {
 		return err
 	}
-	fmt.Fprintf(io.out, "reverted: %d deleted, %d were already gone; %d API calls\n", d.Stats.Deleted, d.Stats.Gone, s.cl.Calls())
+	fmt.Fprintf(io.out, "reverted: %d deleted, %s; %s\n", d.Stats.Deleted, plural(d.Stats.Gone, "was already gone", "were already gone"), plural(s.cl.Calls(), "API call", "API calls"))
 	return nil
 }
 
@@ -208,7 +214,7 @@ func runReplay(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	var dryRun, yes, force, asJSON bool
 	var rulesFile string
 	var sf scopeFlags
-	fs := newFlagSet("replay", "replay BATCH_ID | --import ID | --period PERIOD [--source S] [--company C] [--dry-run] [--yes] [--force]", io)
+	fs := newFlagSet("replay", "replay BATCH_ID | --import ID | --period PERIOD [--source S] [--company C] [--rules FILE] [--dry-run] [--json] [--yes] [--force]", io)
 	sf.register(fs, "replay")
 	cfg.apiFlags(fs)
 	fs.Int64Var(&importID, "import", 0, "replay every entry of this import (of one refused as a whole: import its stored input again)")
@@ -295,7 +301,7 @@ func runReplay(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 			return err
 		}
 		if len(rep.Resumed) > 0 && !asJSON {
-			fmt.Fprintf(io.out, "finished batches %v left open by an earlier replay: %d pay parts created\n\n", rep.Resumed, d.Stats.Created)
+			fmt.Fprintf(io.out, "finished batches %v left open by an earlier replay: %s created\n\n", rep.Resumed, plural(d.Stats.Created, "pay part", "pay parts"))
 		}
 	}
 	plan, err := r.Plan(ctx, batchID, importID, force)
@@ -309,7 +315,10 @@ func runReplay(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	}
 	rep.Summary.Problems = len(rep.Problems)
 	if asJSON && dryRun {
-		return writeJSON(io.out, rep)
+		if err := writeJSON(io.out, rep); err != nil {
+			return err
+		}
+		return dryRunDone("replay", rep.Summary.Problems)
 	}
 	if !asJSON {
 		if err := writeImportReport(io.out, rep.importReport); err != nil {
@@ -318,7 +327,7 @@ func runReplay(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 		writeLiveSkips(io.out, plan)
 	}
 	if dryRun {
-		return nil
+		return dryRunDone("replay", rep.Summary.Problems)
 	}
 	unfinished, err := unfinishedOf(ctx, s.led, rep.Resumed)
 	if err != nil {
@@ -326,7 +335,7 @@ func runReplay(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	}
 	var ids []int64
 	if len(plan.PayParts) > 0 {
-		if err := confirm(io, yes, fmt.Sprintf("send %d pay parts to payroll?", len(plan.PayParts))); err != nil {
+		if err := confirm(io, yes, fmt.Sprintf("send %s to payroll?", plural(len(plan.PayParts), "pay part", "pay parts"))); err != nil {
 			return err
 		}
 		if ids, err = r.Run(ctx, plan); err != nil {
@@ -345,15 +354,15 @@ func runReplay(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 			return err
 		}
 	case len(ids) > 0:
-		fmt.Fprintf(io.out, "replayed into batches %v: %d pay parts created, %d rejected\n", ids, d.Stats.Created, d.Stats.Rejected)
+		fmt.Fprintf(io.out, "replayed into batches %v: %s created, %d rejected\n", ids, plural(d.Stats.Created, "pay part", "pay parts"), d.Stats.Rejected)
 	default:
 		fmt.Fprintln(io.out, "nothing left to replay")
 	}
 	switch {
 	case d.Stats.Rejected > 0 || len(plan.Problems) > 0:
-		return fmt.Errorf("replay: %d problem(s), %d rejected by payroll", len(plan.Problems), d.Stats.Rejected)
+		return fmt.Errorf("replay: %s, %d rejected by payroll", plural(len(plan.Problems), "problem", "problems"), d.Stats.Rejected)
 	case unfinished > 0:
-		return fmt.Errorf("replay: %d batch(es) did not finish; they stay pending and are sent by the next replay, import or paysync run (paysync batches --state failed)", unfinished)
+		return fmt.Errorf("replay: %s not finish; they stay pending and are sent by the next replay, import or paysync run (paysync batches --state failed)", plural(unfinished, "batch did", "batches did"))
 	}
 	return nil
 }
@@ -372,13 +381,17 @@ type replayReport struct {
 func writeLiveSkips(w io.Writer, plan worker.ReplayPlan) {
 	for _, s := range plan.InPayroll {
 		if s.Pending {
-			fmt.Fprintf(w, "%d entries are on their way to payroll through batch %d (an earlier replay, not yet sent): not replayed; it is sent first\n", s.Entries, s.BatchID)
+			fmt.Fprintf(w, "%s on their way to payroll through batch %d (an earlier replay, not yet sent): not replayed; it is sent first\n", plural(s.Entries, "entry is", "entries are"), s.BatchID)
 		} else {
-			fmt.Fprintf(w, "%d entries are in payroll already through batch %d (an earlier replay): not replayed\n", s.Entries, s.BatchID)
+			fmt.Fprintf(w, "%s in payroll already through batch %d (an earlier replay): not replayed\n", plural(s.Entries, "entry is", "entries are"), s.BatchID)
 		}
 	}
 	for _, s := range plan.Forced {
-		fmt.Fprintf(w, "--force: %d entries in payroll already (or on their way) through batch %d are paid again\n", s.Entries, s.BatchID)
+		are := "are"
+		if s.Entries == 1 {
+			are = "is"
+		}
+		fmt.Fprintf(w, "--force: %s in payroll already (or on their way) through batch %d %s paid again\n", plural(s.Entries, "entry", "entries"), s.BatchID, are)
 	}
 }
 
@@ -424,10 +437,16 @@ func redrive(ctx context.Context, s *session, d *worker.Deliverer, finishLeftove
 		}
 		out.Summary.Problems = len(out.Problems) + rep.ProblemsOmitted
 		if asJSON {
-			return writeJSON(io.out, out)
+			if err := writeJSON(io.out, out); err != nil {
+				return err
+			}
+			return dryRunDone("replay", out.Summary.Problems)
 		}
 		fmt.Fprintf(io.out, "import %d (%s) was refused as a whole; its stored input would be imported again with the current rules:\n\n", src.ID, src.Name)
-		return writeImportReport(io.out, out)
+		if err := writeImportReport(io.out, out); err != nil {
+			return err
+		}
+		return dryRunDone("replay", out.Summary.Problems)
 	}
 	if err := confirm(io, yes, fmt.Sprintf("import the stored input of import %d (%s) again and send it to payroll?", src.ID, src.Name)); err != nil {
 		return err
@@ -474,9 +493,9 @@ func redrive(ctx context.Context, s *session, d *worker.Deliverer, finishLeftove
 	case runErr != nil:
 		return runErr
 	case len(sum.Problems) > 0:
-		return fmt.Errorf("replay: import %d still has %d problem(s): fix them (rules, payroll) and replay it again", src.ID, len(sum.Problems)+sum.ProblemsOmitted)
+		return fmt.Errorf("replay: import %d still has %s: fix them (rules, payroll) and replay it again", src.ID, plural(len(sum.Problems)+sum.ProblemsOmitted, "problem", "problems"))
 	case sum.Unfinished > 0:
-		return fmt.Errorf("replay: %d batch(es) did not finish; they stay pending and are retried on the next run (paysync batches --state failed)", sum.Unfinished)
+		return fmt.Errorf("replay: %s not finish; they stay pending and are retried on the next run (paysync batches --state failed)", plural(sum.Unfinished, "batch did", "batches did"))
 	}
 	return nil
 }
@@ -493,7 +512,8 @@ func loadRulesFile(path string) (*mapping.Rules, error) {
 	defer f.Close()
 	rules, err := mapping.LoadRules(path, f)
 	if err != nil {
-		return nil, &usageError{"rules: " + strings.ReplaceAll(err.Error(), "\n", "\npaysync: rules: ")}
+		// One problem a line (report prints each line of a usage error).
+		return nil, &usageError{"rules: " + strings.ReplaceAll(err.Error(), "\n", "\nrules: ")}
 	}
 	return rules, nil
 }

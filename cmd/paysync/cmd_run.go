@@ -79,7 +79,7 @@ func newDaemon(cfg *config, s *session, rules *mapping.Rules, rm *runMetrics, on
 	dc.Cutoff, _ = cfg.cutoffSchedule()
 	var in *inbox.Inbox
 	if cfg.Inbox != "" {
-		ic := inbox.Config{Dir: cfg.Inbox, Schedule: cfg.Schedule, Policy: inbox.Policy(cfg.FilePolicy), Logger: log}
+		ic := inbox.Config{Dir: cfg.Inbox, Schedule: cfg.Schedule, Policy: inbox.Policy(cfg.FilePolicy), Logger: log, OnFile: rm.m.ObserveInboxFile}
 		if once {
 			ic.SettleLook = time.Second
 		}

@@ -10,6 +10,40 @@ import (
 	"github.com/paysync/paysync/payroll/sandbox"
 )
 
+// sandboxFaultsExample is a PUT /_sandbox/faults body (in --help and the
+// README; a test PUTs it).
+const sandboxFaultsExample = `[{"kind":"rate_limit","op":"create_pay_parts","times":2,"retry_after":"2s"},{"kind":"latency","delay":"300ms","probability":0.5}]`
+
+// sandboxFaultsHelp ends `paysync sandbox --help`: the body of PUT
+// /_sandbox/faults (sandbox.Fault's JSON shape).
+const sandboxFaultsHelp = `
+Faults at run time:
+  GET /_sandbox/faults lists the armed faults. PUT /_sandbox/faults replaces them with the
+  JSON list in its body ([] disarms all) and answers with the new list (400 names a bad one).
+  Each fault is an object; unknown fields are refused:
+    "kind"         required: latency (wait delay, then answer normally); error_before (answer
+                   status, default 503, without executing); rate_limit (429 with Retry-After,
+                   without executing); unauthorized (401 as for an expired token, without
+                   executing); drop_after_commit (execute, then close the connection unanswered);
+                   bad_gateway_after_commit (execute, then a proxy's 502 HTML page);
+                   timeout_after_commit (execute, then hold the answer for delay, default 30s)
+    "op"           the GraphQL root field to match: companies, pay_parts, pay_parts_meta,
+                   current_company, create_pay_parts, delete_pay_parts, __schema, __type;
+                   omitted: every /graphql request
+    "times"        fire on the next N matching requests, then disarm; omitted: on every one
+    "delay"        a duration string such as "300ms" (a number is nanoseconds)
+    "status"       the HTTP status of error_before (100-599)
+    "retry_after"  a duration string: the Retry-After of error_before and rate_limit (whole
+                   seconds; rate_limit's default 1s)
+    "probability"  fire on a matching request with this probability, 0 < p <= 1; omitted:
+                   always (draws seeded by --seed, restarted by every PUT)
+  Latency faults all apply; of the other kinds, the first in the list that fires applies.
+  Example: 429 on the next two create_pay_parts calls, half of all calls 300ms slower:
+    curl -X PUT --data '` + sandboxFaultsExample + `' \
+      http://127.0.0.1:8765/_sandbox/faults
+  --fault takes the same fields: kind[:op][,times=N][,delay=D][,status=S][,retry_after=D][,probability=P].
+`
+
 // faultList collects repeated --fault flags.
 type faultList []sandbox.Fault
 
@@ -37,7 +71,12 @@ func runSandbox(ctx context.Context, args []string, io stdio, _ lookupEnv) error
 	fs.DurationVar(&opts.AccessTTL, "access-ttl", 5*time.Minute, "access token lifetime")
 	fs.StringVar(&opts.Realm, "realm", "danlon-sandbox", "OAuth2 realm")
 	fs.Int64Var(&opts.Seed, "seed", 1, "seed of the random source for probabilistic faults")
-	fs.Var(&faults, "fault", "inject a fault: kind[:op][,times=N][,delay=D][,status=S][,retry_after=D][,probability=P]; kinds: latency, error_before, rate_limit, unauthorized, drop_after_commit, bad_gateway_after_commit, timeout_after_commit (repeatable)")
+	fs.Var(&faults, "fault", "inject a fault: kind[:op][,times=N][,delay=D][,status=S][,retry_after=D][,probability=P]; kinds: latency, error_before, rate_limit, unauthorized, drop_after_commit, bad_gateway_after_commit, timeout_after_commit (repeatable; fields as in PUT /_sandbox/faults below)")
+	usage := fs.Usage
+	fs.Usage = func() {
+		usage()
+		fmt.Fprint(io.err, sandboxFaultsHelp)
+	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

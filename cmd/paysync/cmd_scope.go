@@ -62,7 +62,7 @@ func runScope(ctx context.Context, s *session, op string, sc ledger.Scope, rules
 	if dryRun || !res.Changes() {
 		return nil
 	}
-	if err := confirm(io, yes, fmt.Sprintf("%s %s: delete %d pay parts and create %d?", op, sc, len(res.Unit.Supersede), len(res.Unit.PayParts))); err != nil {
+	if err := confirm(io, yes, fmt.Sprintf("%s %s: delete %s and create %d?", op, sc, plural(len(res.Unit.Supersede), "pay part", "pay parts"), len(res.Unit.PayParts))); err != nil {
 		return err
 	}
 	if res, err = run(ctx, sc, false); err != nil {
@@ -75,9 +75,9 @@ func runScope(ctx context.Context, s *session, op string, sc ledger.Scope, rules
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(io.out, "%s %s: %d deleted, %d were already gone, %d created; %d API calls\n", op, sc, d.Stats.Deleted, d.Stats.Gone, d.Stats.Created, s.cl.Calls())
+	fmt.Fprintf(io.out, "%s %s: %d deleted, %s, %d created; %s\n", op, sc, d.Stats.Deleted, plural(d.Stats.Gone, "was already gone", "were already gone"), d.Stats.Created, plural(s.cl.Calls(), "API call", "API calls"))
 	if unfinished > 0 {
-		return fmt.Errorf("%s: %d batch(es) did not finish; run it again (paysync batches --state failed)", op, unfinished)
+		return fmt.Errorf("%s: %s not finish; run it again (paysync batches --state failed)", op, plural(unfinished, "batch did", "batches did"))
 	}
 	return nil
 }
@@ -102,7 +102,7 @@ func writeScope(io stdio, op string, sc ledger.Scope, res worker.ScopeResult) {
 		_ = t.flush()
 	}
 	if res.Spanning > 0 {
-		fmt.Fprintf(io.out, "%d pay parts sum entries of the period and of another one (imported before pay parts were per period): left alone; revert their import instead\n", res.Spanning)
+		fmt.Fprintf(io.out, "%s entries of the period and of another one (imported before pay parts were per period): left alone; revert their import instead\n", plural(res.Spanning, "pay part sums", "pay parts sum"))
 	}
 }
 
@@ -153,7 +153,7 @@ func runCutoff(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	if dryRun {
 		return nil
 	}
-	if err := confirm(io, yes, fmt.Sprintf("cutoff: plan %d entries into their periods' pay parts and send them?", res.Entries)); err != nil {
+	if err := confirm(io, yes, fmt.Sprintf("cutoff: plan %s into their periods' pay parts and send them?", plural(res.Entries, "entry", "entries"))); err != nil {
 		return err
 	}
 	if _, err := corr.Cutoff(ctx, false); err != nil {
@@ -162,6 +162,6 @@ func runCutoff(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	if _, err := d.DeliverOpen(ctx, 0, nil); err != nil {
 		return err
 	}
-	fmt.Fprintf(io.out, "cutoff: %d deleted, %d created; %d API calls\n", d.Stats.Deleted, d.Stats.Created, s.cl.Calls())
+	fmt.Fprintf(io.out, "cutoff: %d deleted, %d created; %s\n", d.Stats.Deleted, d.Stats.Created, plural(s.cl.Calls(), "API call", "API calls"))
 	return nil
 }

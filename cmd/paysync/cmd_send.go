@@ -33,9 +33,7 @@ type progress struct {
 func newProgress(w io.Writer) *progress {
 	p := &progress{w: w}
 	if f, ok := w.(*os.File); ok {
-		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-			p.on = true
-		}
+		p.on = isTerminal(f)
 	}
 	return p
 }
@@ -117,7 +115,7 @@ func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []s
 	}
 	if _, err := d.DeliverOpen(ctx, 0, func(open []ledger.Batch) {
 		prog.add(open)
-		fmt.Fprintf(io.err, "paysync: finishing %d batch(es) left open by an earlier run\n", len(open))
+		fmt.Fprintf(io.err, "paysync: finishing %s left open by an earlier run\n", plural(len(open), "batch", "batches"))
 	}); err != nil {
 		return err
 	}
@@ -148,9 +146,9 @@ func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []s
 	case runErr != nil:
 		return runErr
 	case len(sum.Problems) > 0:
-		return fmt.Errorf("import: %d problem(s); the good entries were sent, the rest is recorded as rejects (paysync imports show ID)", len(sum.Problems)+sum.ProblemsOmitted)
+		return fmt.Errorf("import: %s; the good entries were sent, the rest is recorded as rejects (paysync imports show ID)", plural(len(sum.Problems)+sum.ProblemsOmitted, "problem", "problems"))
 	case sum.Unfinished > 0:
-		return fmt.Errorf("import: %d batch(es) did not finish; they stay pending and are retried on the next run (paysync batches --state failed)", sum.Unfinished)
+		return fmt.Errorf("import: %s not finish; they stay pending and are retried on the next run (paysync batches --state failed)", plural(sum.Unfinished, "batch did", "batches did"))
 	}
 	return nil
 }
@@ -209,15 +207,15 @@ func (c *cappedReader) Read(p []byte) (int, error) {
 func writeSendSummary(w io.Writer, sum sendSummary) {
 	for _, r := range sum.Imports {
 		if r.Duplicate && r.Resumed > 0 {
-			fmt.Fprintf(w, "%s: already imported as import %d on %s; finished %d of its batches left open by an earlier run\n", r.Source, r.ImportID, r.ImportedAt, r.Resumed)
+			fmt.Fprintf(w, "%s: already imported as import %d on %s; finished %s left open by an earlier run\n", r.Source, r.ImportID, r.ImportedAt, plural(r.Resumed, "batch", "batches"))
 			continue
 		}
 		if r.Duplicate {
 			fmt.Fprintf(w, "%s: already imported as import %d on %s: nothing sent (duplicate)\n", r.Source, r.ImportID, r.ImportedAt)
 			continue
 		}
-		fmt.Fprintf(w, "%s: import %d: %d entries, %d duplicates, %d skipped; %d pay parts in batches %v\n",
-			r.Source, r.ImportID, r.Entries, r.Duplicates, countSkipped(r.Skipped), r.PayParts, r.Batches)
+		fmt.Fprintf(w, "%s: import %d: %s, %s, %d skipped; %s in batches %v\n",
+			r.Source, r.ImportID, plural(r.Entries, "entry", "entries"), plural(r.Duplicates, "duplicate", "duplicates"), countSkipped(r.Skipped), plural(r.PayParts, "pay part", "pay parts"), r.Batches)
 		if r.Corrections+r.Removed > 0 {
 			fmt.Fprintf(w, "%s: %s changed since paid, %s no longer in the statement: their pay parts replaced (paysync corrections --import %d)\n",
 				r.Source, plural(r.Corrections, "entry", "entries"), plural(r.Removed, "entry", "entries"), r.ImportID)
@@ -226,11 +224,12 @@ func writeSendSummary(w io.Writer, sum sendSummary) {
 			fmt.Fprintf(w, "warning: %s\n", wa)
 		}
 		if r.Outside > len(r.Warnings) {
-			fmt.Fprintf(w, "warning: … and %d more rows outside the period, not imported\n", r.Outside-len(r.Warnings))
+			fmt.Fprintf(w, "warning: … and %s outside the period, not imported\n", plural(r.Outside-len(r.Warnings), "more row", "more rows"))
 		}
 	}
-	fmt.Fprintf(w, "\nsummary: %d pay parts created (%d found by reconciliation), %d rejected by payroll, %d problems, %d batches (%d unfinished), %d API calls\n",
-		sum.Created, sum.Reconciled, sum.Rejected, len(sum.Problems)+sum.ProblemsOmitted, sum.Batches, sum.Unfinished, sum.APICalls)
+	fmt.Fprintf(w, "\nsummary: %s created (%d found by reconciliation), %d rejected by payroll, %s, %s (%d unfinished), %s\n",
+		plural(sum.Created, "pay part", "pay parts"), sum.Reconciled, sum.Rejected, plural(len(sum.Problems)+sum.ProblemsOmitted, "problem", "problems"),
+		plural(sum.Batches, "batch", "batches"), sum.Unfinished, plural(sum.APICalls, "API call", "API calls"))
 	if len(sum.Problems) > 0 {
 		fmt.Fprintf(w, "\nproblems (%d):\n", len(sum.Problems)+sum.ProblemsOmitted)
 		for _, p := range sum.Problems {

@@ -332,13 +332,13 @@ func (c *config) switchableLogger(w interface{ Write([]byte) (int, error) }) (*s
 	level := new(slog.LevelVar)
 	l, _ := parseLevel(c.LogLevel)
 	level.Set(l)
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})), level
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsText})), level
 }
 
 // logger returns a JSON logger on w at the configured level.
 func (c *config) logger(w interface{ Write([]byte) (int, error) }) *slog.Logger {
 	l, _ := parseLevel(c.LogLevel)
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l}))
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l, ReplaceAttr: durationsAsText}))
 }
 
 // session is what a command that talks to the payroll API holds: the

@@ -718,12 +718,31 @@ func daemonInvalid(t *testing.T, h *daemonHarness) {
 	if code, body := httpGet("http://" + d.addr + "/readyz"); code != 200 {
 		t.Errorf("/readyz after invalid input: %d %s", code, body)
 	}
+	if _, ok := h.drv.(*inboxDriver); ok {
+		// The runbook alerts on failed inbox files: the metric counts them.
+		_, body := httpGet("http://" + d.addr + "/metrics")
+		if !strings.Contains(body, `paysync_inbox_files_total{outcome="failed"} 1`) || strings.Contains(body, `paysync_inbox_files_total{outcome="processed"} 0`) ||
+			!strings.Contains(body, `paysync_inbox_files_total{outcome="processed"}`) {
+			t.Errorf("/metrics does not count 1 failed and some processed inbox files:\n%s", grepLines(body, "paysync_inbox_files_total"))
+		}
+	}
 	// Still taking input.
 	more := daemonEntries(h.prefix+"-more", 20)
 	h.drv.feed(t, more)
 	h.finish(t, append(append([]paysync.Entry{}, entries...), more...), 30*time.Second)
 	d.stop(t)
 	h.checkLedger(t, len(entries)+len(more))
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // loadFaults slow create_pay_parts down a little, so that delivery is

@@ -106,7 +106,7 @@ func TestImport_BadInput(t *testing.T) {
 	if !strings.Contains(r.stdout, "Lars Nielsen") {
 		t.Error("good input must still be planned next to bad input")
 	}
-	if !strings.Contains(r.stderr, "problem(s); nothing was sent") {
+	if !strings.Contains(r.stderr, "problems; nothing was sent") {
 		t.Errorf("stderr: %s", r.stderr)
 	}
 }
@@ -187,8 +187,8 @@ func TestImport_DryRunAgainstTheLedger(t *testing.T) {
 	}
 	r = step(0, "import", "--dry-run", mixed)
 	for _, want := range []string{
-		"3 entries in 1 file(s): 1 mapped, 0 skipped, 0 with problems; 1 pay parts",
-		"1 entries are in the ledger already with the same content",
+		"3 entries in 1 file: 1 mapped, 0 skipped, 0 with problems; 1 pay part\n",
+		"1 entry is in the ledger already with the same content",
 		"1 entry is paid before with other content: a correction",
 		"corrections: what payroll would hold instead, per employee × code:",
 		"delete pay part ",

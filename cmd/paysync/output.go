@@ -4,12 +4,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
+	"github.com/mattn/go-isatty"
 	"github.com/paysync/paysync"
 	"github.com/shopspring/decimal"
 )
+
+// isTerminal reports whether f is a terminal someone can answer on. A
+// character device is not enough: /dev/null (cron, CI, `< /dev/null`) is
+// one too.
+func isTerminal(f *os.File) bool {
+	return isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())
+}
 
 // writeJSON prints v as indented JSON (the --json output of every command).
 func writeJSON(w io.Writer, v any) error {
@@ -38,6 +48,28 @@ func newKV(w io.Writer) *table {
 func (t *table) row(cells ...string) { fmt.Fprintln(t.tw, strings.Join(cells, "\t")) }
 
 func (t *table) flush() error { return t.tw.Flush() }
+
+// plural is a count with its noun: "1 batch", "2 batches".
+func plural[N int | int64](n N, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// Every time paysync prints for people (tables and messages) is UTC with
+// the zone shown, whatever the machine's zone: the ledger, the logs and
+// payroll's own records compare without guessing. JSON keeps RFC 3339.
+const (
+	timeLayout  = "2006-01-02 15:04 UTC"
+	clockLayout = "15:04:05.000 UTC" // a batch's attempts, apart by milliseconds
+)
+
+// utcTime is t as people read it: "2026-11-24 06:51 UTC".
+func utcTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+// utcClock is the time of day of t to the millisecond: "06:51:03.120 UTC".
+func utcClock(t time.Time) string { return t.UTC().Format(clockLayout) }
 
 func num(d decimal.NullDecimal) string {
 	if !d.Valid {

@@ -122,7 +122,10 @@
 // skipped while the previous one still runs, and a panic in a poll is logged
 // and does not stop later polls (the job chain is SkipIfStillRunning wrapping
 // Recover; the other order loses SkipIfStillRunning's token on a panic in
-// cron v3.0.1, so that no poll would ever run again). [Inbox.RunNow] runs a
-// poll at once through the same chain; [Inbox.Close] stops the schedule and
-// waits for a poll in progress.
+// cron v3.0.1, so that no poll would ever run again). [Inbox.RunNow]
+// (SIGHUP, SIGUSR1) asks for a poll that begins after the ask: one in
+// progress is followed by another, and the asked poll looks twice, a
+// second (SettleLook) apart, so that it takes a file renamed into the inbox
+// just before; [Inbox.Close] stops the schedule and waits for a poll in
+// progress.
 package inbox

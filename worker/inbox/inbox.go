@@ -57,6 +57,9 @@ const (
 	DefaultSchedule         = "@every 1m"
 	DefaultMaxFileSize      = 4 << 30
 	DefaultSettleIncomplete = 30 * time.Second
+	// DefaultRunNowLook is how far apart the two looks of a poll asked
+	// for by RunNow are, when SettleLook is not set.
+	DefaultRunNowLook = time.Second
 )
 
 // maxInMemory bounds a file a sink that is not a StreamSink takes
@@ -95,6 +98,11 @@ type Config struct {
 	SettleIncomplete time.Duration
 	Logger           *slog.Logger     // default: discard
 	Now              func() time.Time // default time.Now: the settle times are measured with it
+	// OnFile, when set, hears each file a poll finished with, once, by
+	// its outcome: OutcomeProcessed, OutcomeFailed, OutcomeDuplicate or
+	// OutcomeRefused (paysync_inbox_files_total). Files left in place
+	// (waiting, changed, error) are no outcome yet.
+	OnFile func(outcome string)
 }
 
 // Result is what one poll did.
@@ -141,6 +149,7 @@ type Inbox struct {
 	incomplete time.Duration
 	log        *slog.Logger
 	now        func() time.Time
+	onFile     func(outcome string)
 	im         Sink
 
 	sem  chan struct{}   // held by the poll in progress
@@ -150,12 +159,15 @@ type Inbox struct {
 	earlier map[string][]string
 	seed    maphash.Seed // hashes what an import read and the file afterwards
 
-	mu      sync.Mutex
-	cron    *cron.Cron
-	job     cron.Job // the poll wrapped in the chain, for RunNow
-	cancel  context.CancelFunc
-	closed  bool
-	running sync.WaitGroup // RunNow's goroutines
+	mu     sync.Mutex
+	cron   *cron.Cron
+	now1   cron.Job // an asked poll (RunNow), wrapped in Recover
+	cancel context.CancelFunc
+	closed bool
+	// asked: RunNow was called since the asked polls' goroutine last
+	// began a poll; asking: that goroutine runs (it polls while asked).
+	asked, asking bool
+	running       sync.WaitGroup // RunNow's goroutine
 }
 
 // seen is a file as the previous look found it.
@@ -265,6 +277,7 @@ func New(cfg Config, im Sink) (*Inbox, error) {
 		incomplete: cmp.Or(cfg.SettleIncomplete, DefaultSettleIncomplete),
 		log:        cfg.Logger,
 		now:        cfg.Now,
+		onFile:     cfg.OnFile,
 		im:         im,
 		sem:        make(chan struct{}, 1),
 		seen:       map[string]seen{},
@@ -310,30 +323,54 @@ func (in *Inbox) Start(ctx context.Context) error {
 	// SkipIfStillRunning must wrap Recover: the other way round, a panic
 	// loses SkipIfStillRunning's token and no poll ever runs again (v3.0.1).
 	c := cron.New(cron.WithChain(cron.SkipIfStillRunning(l), cron.Recover(l)), cron.WithLogger(l))
-	id := c.Schedule(in.schedule, cron.FuncJob(func() { in.scheduledPoll(jobCtx) }))
-	// Entry.WrappedJob goes through the chain; Entry.Job would not.
-	in.job = c.Entry(id).WrappedJob
+	c.Schedule(in.schedule, cron.FuncJob(func() { in.scheduledPoll(jobCtx, 0) }))
+	// An asked poll is not skipped while another runs (Poll waits for it)
+	// and looks twice, so that it takes a file no look has seen yet.
+	look := cmp.Or(in.settle, DefaultRunNowLook)
+	in.now1 = cron.Recover(l)(cron.FuncJob(func() { in.scheduledPoll(jobCtx, look) }))
 	in.cron, in.cancel = c, cancel
 	c.Start()
 	in.log.Info("inbox started", "dir", in.dir, "schedule", in.spec, "next", in.schedule.Next(in.now()))
 	return nil
 }
 
-// RunNow starts a poll at once through the same chain as the scheduled ones:
-// it is skipped if a poll is running. It does nothing before Start or after
+// RunNow asks for a poll now (SIGHUP, SIGUSR1) and returns at once. The
+// poll begins after the ask: after the poll in progress, if any, ends
+// (asks that come meanwhile share one poll), and it looks twice,
+// SettleLook (or DefaultRunNowLook) apart, so that it takes a file that
+// arrived since the last look. It does nothing before Start or after
 // Close.
 func (in *Inbox) RunNow() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if in.job == nil || in.closed {
+	if in.now1 == nil || in.closed {
 		in.log.Warn("inbox: run now ignored: the inbox is not running")
 		return
 	}
+	in.asked = true
+	if in.asking {
+		return // the goroutine polls again before it ends
+	}
+	in.asking = true
 	in.running.Add(1)
-	go func() {
-		defer in.running.Done()
-		in.job.Run()
-	}()
+	go in.pollWhileAsked()
+}
+
+// pollWhileAsked polls until no ask is left unanswered: an ask that comes
+// while a poll runs gets the next one.
+func (in *Inbox) pollWhileAsked() {
+	defer in.running.Done()
+	for {
+		in.mu.Lock()
+		if !in.asked || in.closed {
+			in.asking = false
+			in.mu.Unlock()
+			return
+		}
+		in.asked = false
+		in.mu.Unlock()
+		in.now1.Run()
+	}
 }
 
 // Close stops scheduling and waits for a poll in progress. If ctx ends
@@ -370,11 +407,12 @@ func (in *Inbox) Close(ctx context.Context) error {
 	}
 }
 
-func (in *Inbox) scheduledPoll(ctx context.Context) {
+// scheduledPoll is a poll of the schedule (look 0) or an asked one.
+func (in *Inbox) scheduledPoll(ctx context.Context, look time.Duration) {
 	if ctx.Err() != nil {
 		return
 	}
-	res, err := in.Poll(ctx)
+	res, err := in.poll(ctx, look)
 	if err != nil {
 		in.log.Error("inbox poll", "err", err)
 	}
@@ -391,6 +429,11 @@ func (in *Inbox) scheduledPoll(ctx context.Context) {
 // time once it has been unchanged for SettleIncomplete, so that one poll
 // (run --once) takes it, at most SettleIncomplete later.
 func (in *Inbox) Poll(ctx context.Context) (Result, error) {
+	return in.poll(ctx, in.settle)
+}
+
+// poll is Poll looking twice, settle apart, when settle > 0.
+func (in *Inbox) poll(ctx context.Context, settle time.Duration) (Result, error) {
 	var res Result
 	select {
 	case in.sem <- struct{}{}:
@@ -408,11 +451,11 @@ func (in *Inbox) Poll(ctx context.Context) (Result, error) {
 		res.add(fr)
 		returned[fr.Name] = true
 	}
-	if in.settle > 0 {
+	if settle > 0 {
 		if _, _, err := in.look(); err != nil {
 			return res, err
 		}
-		if err := sleep(ctx, in.settle); err != nil {
+		if err := sleep(ctx, settle); err != nil {
 			return res, err
 		}
 	}
@@ -420,7 +463,7 @@ func (in *Inbox) Poll(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	if in.settle > 0 {
+	if settle > 0 {
 		// One poll has to do: wait out the longer settle of the files
 		// whose last line has no line break yet, then look again.
 		var until time.Time
@@ -430,7 +473,7 @@ func (in *Inbox) Poll(ctx context.Context) (Result, error) {
 			}
 		}
 		if !until.IsZero() {
-			if err := sleep(ctx, max(in.settle, until.Sub(in.now()))); err != nil {
+			if err := sleep(ctx, max(settle, until.Sub(in.now()))); err != nil {
 				return res, err
 			}
 			if ready, waiting, err = in.look(); err != nil {
@@ -451,6 +494,7 @@ func (in *Inbox) Poll(ctx context.Context) (Result, error) {
 		}
 		fr, err := in.take(ctx, c)
 		res.add(fr)
+		in.observe(fr.Outcome)
 		if err != nil {
 			errs = append(errs, err)
 			if ctx.Err() != nil || errors.Is(err, ErrUnavailable) {
@@ -460,6 +504,16 @@ func (in *Inbox) Poll(ctx context.Context) (Result, error) {
 	}
 	sort.SliceStable(res.Files, func(i, j int) bool { return res.Files[i].Name < res.Files[j].Name })
 	return res, errors.Join(errs...)
+}
+
+// observe tells OnFile a file's outcome, if the file is done with.
+func (in *Inbox) observe(outcome string) {
+	switch outcome {
+	case OutcomeProcessed, OutcomeFailed, OutcomeDuplicate, OutcomeRefused:
+		if in.onFile != nil {
+			in.onFile(outcome)
+		}
+	}
 }
 
 // sleep waits for d or ctx.

@@ -806,7 +806,7 @@ func TestInbox_StartRunNowClose(t *testing.T) {
 			t.Errorf("%d imports after Close", n)
 		}
 	})
-	t.Run("RunNow, skipped while running, Close waits for the poll", func(t *testing.T) {
+	t.Run("RunNow while a poll runs, Close waits for the poll", func(t *testing.T) {
 		dir := t.TempDir()
 		entered, release := make(chan struct{}, 10), make(chan struct{})
 		im := &fakeImporter{respond: func(_ context.Context, n int, _ string, _ []byte) (inbox.Imported, error) {
@@ -824,8 +824,7 @@ func TestInbox_StartRunNowClose(t *testing.T) {
 		}
 		in.RunNow()
 		<-entered
-		in.RunNow() // skipped: a poll is running
-		waitFor(t, "the skip", 2*time.Second, func() bool { return strings.Contains(logs.String(), "poll skipped") })
+		in.RunNow() // a poll is running: another follows it, unless closed meanwhile
 
 		closed := make(chan error, 1)
 		go func() { closed <- in.Close(context.Background()) }()
@@ -900,6 +899,97 @@ func TestInbox_StartRunNowClose(t *testing.T) {
 		if !strings.Contains(logs.String(), "level=ERROR") {
 			t.Errorf("the panic was not logged as an error:\n%s", logs)
 		}
+	})
+}
+
+// OnFile hears each file a poll finished with, once, under its outcome
+// (paysync_inbox_files_total); waiting files and errors are no outcome.
+func TestInbox_OnFile(t *testing.T) {
+	dir := t.TempDir()
+	var heard []string
+	im := &fakeImporter{respond: func(_ context.Context, n int, name string, _ []byte) (inbox.Imported, error) {
+		switch {
+		case strings.HasSuffix(name, "bad.csv"):
+			return inbox.Imported{Problems: []error{errors.New("row 2: no employee")}}, nil
+		case strings.HasSuffix(name, "broken.csv"):
+			return inbox.Imported{}, errors.New("ledger is read-only")
+		}
+		return inbox.Imported{ImportID: int64(n), Entries: 1, PayParts: 1, Batches: 1}, nil
+	}}
+	in := newInbox(t, inbox.Config{Dir: dir, OnFile: func(o string) { heard = append(heard, o) }}, im)
+	write(t, dir, "good.csv", "x\n")
+	write(t, dir, "bad.csv", "y\n")
+	write(t, dir, "broken.csv", "z\n")
+	poll(t, in) // every file new: waiting
+	if len(heard) != 0 {
+		t.Fatalf("heard %v for waiting files, want nothing", heard)
+	}
+	in.Poll(context.Background())
+	slices.Sort(heard)
+	if want := []string{inbox.OutcomeFailed, inbox.OutcomeProcessed}; !slices.Equal(heard, want) {
+		t.Errorf("heard %v, want %v", heard, want)
+	}
+}
+
+// rename moves content into the inbox as an exporter should: written
+// under a temporary name, then renamed.
+func rename(t *testing.T, dir, name, content string) {
+	t.Helper()
+	write(t, dir, name+".part", content)
+	if err := os.Rename(filepath.Join(dir, name+".part"), filepath.Join(dir, name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Issue 16: one SIGHUP did not pick up a file just renamed into the inbox.
+// A poll asked for (RunNow: SIGHUP, SIGUSR1) always starts after the ask
+// and takes a file that arrived before it, even one no look has seen yet.
+func TestInbox_RunNowTakesWhatArrivedBefore(t *testing.T) {
+	t.Run("asked during a poll: another poll follows it", func(t *testing.T) {
+		dir := t.TempDir()
+		entered, release := make(chan struct{}, 10), make(chan struct{})
+		im := &fakeImporter{respond: func(_ context.Context, n int, _ string, _ []byte) (inbox.Imported, error) {
+			entered <- struct{}{}
+			<-release
+			return inbox.Imported{ImportID: int64(n)}, nil
+		}}
+		in := newInbox(t, inbox.Config{Dir: dir, Schedule: "@hourly", SettleLook: 10 * time.Millisecond}, im)
+		write(t, dir, "hours.csv", "x\n")
+		if err := in.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		in.RunNow()
+		<-entered // the first poll is importing hours.csv: its looks are done
+		rename(t, dir, "late.csv", "y\n")
+		in.RunNow()
+		close(release)
+		waitFor(t, "late.csv imported by a poll after the ask", 5*time.Second, func() bool { return len(im.Calls()) == 2 })
+		if err := in.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if c := im.Calls(); !strings.HasSuffix(c[1].name, "late.csv") {
+			t.Errorf("second import of %q, want late.csv: %+v", c[1].name, c)
+		}
+		if got := ls(t, dir); slices.Contains(got, "late.csv") {
+			t.Errorf("late.csv still in the inbox: %v", got)
+		}
+		noGoroutinesLeft(t)
+	})
+	t.Run("a file no look has seen yet is taken by the asked poll", func(t *testing.T) {
+		dir := t.TempDir()
+		im := &fakeImporter{}
+		// As the daemon runs it: no settle look of its own.
+		in := newInbox(t, inbox.Config{Dir: dir, Schedule: "@hourly"}, im)
+		if err := in.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		rename(t, dir, "hours.csv", "x\n")
+		in.RunNow()
+		waitFor(t, "hours.csv imported by the asked poll", 5*time.Second, func() bool { return len(im.Calls()) == 1 })
+		if err := in.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		noGoroutinesLeft(t)
 	})
 }
 
