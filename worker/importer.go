@@ -241,7 +241,7 @@ func (im *Importer) duplicate(ctx context.Context, name, hash string) (Report, b
 		return rep, false, err
 	}
 	rep.ImportID, rep.Duplicate, rep.Entries, rep.Duplicates = src.ID, true, src.Entries, src.Entries
-	rep.ImportedAt = src.ReceivedAt.Format("2006-01-02 15:04")
+	rep.ImportedAt = src.ReceivedAt.UTC().Format("2006-01-02 15:04 UTC")
 	return rep, true, nil
 }
 

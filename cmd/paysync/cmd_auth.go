@@ -144,10 +144,8 @@ func runAuthPassword(ctx context.Context, args []string, io stdio, env lookupEnv
 	fmt.Fprintln(io.err, "paysync: 'auth password' is a TEST-ONLY helper for sandbox and demo accounts (the OAuth2 password grant). Production access uses the refresh token from connecting paysync in the payroll system; never ask a user for payroll credentials.")
 	password, ok := env("PAYSYNC_PASSWORD")
 	if !ok {
-		if f, isFile := io.in.(*os.File); isFile {
-			if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
-				fmt.Fprint(io.err, "password: ")
-			}
+		if f, isFile := io.in.(*os.File); isFile && isTerminal(f) {
+			fmt.Fprint(io.err, "password: ")
 		}
 		line, err := bufio.NewReader(io.in).ReadString('\n')
 		if err != nil && line == "" {

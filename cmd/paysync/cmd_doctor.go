@@ -183,7 +183,7 @@ func runDoctor(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 		}
 	}
 	if n := d.r.problems(); n > 0 {
-		return fmt.Errorf("doctor: %d problem(s)", n)
+		return fmt.Errorf("doctor: %s", plural(n, "problem", "problems"))
 	}
 	return nil
 }

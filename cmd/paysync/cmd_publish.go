@@ -121,7 +121,8 @@ func runPublish(ctx context.Context, args []string, std stdio, env lookupEnv) er
 			}
 		}
 	}
-	fmt.Fprintf(std.out, "published %d entries (%d duplicates dropped by the server, %d unreadable skipped)\n", published, dups, bad)
+	fmt.Fprintf(std.out, "published %s (%s dropped by the server, %s skipped)\n",
+		plural(published, "entry", "entries"), plural(dups, "duplicate", "duplicates"), plural(bad, "unreadable entry", "unreadable entries"))
 	if bad > 0 {
 		return fmt.Errorf("publish: %d unreadable entries were not published", bad)
 	}

@@ -453,7 +453,7 @@ func (s *cdNATS) publish(t *testing.T, name string, entries []paysync.Entry, wan
 		t.Fatal(err)
 	}
 	r := runBinary(t, s.d.env(), "publish", "--source", daemonSubjectSource, "--company", sandbox.CompanyNordlys, file)
-	want := fmt.Sprintf("published %d entries (%d duplicates dropped by the server", len(entries)-wantDups, wantDups)
+	want := fmt.Sprintf("published %s (%s dropped by the server", plural(len(entries)-wantDups, "entry", "entries"), plural(wantDups, "duplicate", "duplicates"))
 	if r.code != 0 || !strings.Contains(r.stdout, want) {
 		t.Fatalf("paysync publish %s: exit %d, want 0 and %q\nstdout: %s\nstderr: %s", name, r.code, want, r.stdout, r.stderr)
 	}

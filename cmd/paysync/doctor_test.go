@@ -367,7 +367,7 @@ func TestDoctor_Broken(t *testing.T) {
 					problems++
 				}
 			}
-			if !strings.Contains(r.stderr, fmt.Sprintf("doctor: %d problem(s)", problems)) {
+			if !strings.Contains(r.stderr, "doctor: "+plural(problems, "problem", "problems")) {
 				t.Errorf("stderr lacks the count of %d problems: %q", problems, r.stderr)
 			}
 			for _, w := range tt.want {

@@ -163,7 +163,7 @@ func TestImport_DryRunAgainstTheLedger(t *testing.T) {
 
 	r = step(0, "import", "--dry-run", sample)
 	if !strings.Contains(r.stdout, "no pay parts would be created") ||
-		!regexp.MustCompile(`entries.ndjson: the same content was imported before on \S+ \S+ \(import 1\): nothing of it would be imported again`).MatchString(r.stdout) {
+		!regexp.MustCompile(`entries.ndjson: the same content was imported before on \S+ \S+ UTC \(import 1\): nothing of it would be imported again`).MatchString(r.stdout) {
 		t.Errorf("dry run of the imported file:\n%s", r.stdout)
 	}
 	r = step(0, "import", "--dry-run", "--json", sample)

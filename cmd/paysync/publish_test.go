@@ -37,10 +37,10 @@ func TestPublish_Corrections(t *testing.T) {
 	for i, step := range []struct {
 		entry, want string
 	}{
-		{first, "published 1 entries (0 duplicates"},
-		{corrected, "published 1 entries (0 duplicates"}, // before: dropped as a duplicate of c-1
-		{corrected, "published 0 entries (1 duplicates dropped by the server"},
-		{first, "published 0 entries (1 duplicates dropped by the server"},
+		{first, "published 1 entry (0 duplicates"},
+		{corrected, "published 1 entry (0 duplicates"}, // before: dropped as a duplicate of c-1
+		{corrected, "published 0 entries (1 duplicate dropped by the server"},
+		{first, "published 0 entries (1 duplicate dropped by the server"},
 	} {
 		file := filepath.Join(dir, "hours.ndjson")
 		if err := os.WriteFile(file, []byte(step.entry+"\n"), 0o600); err != nil {

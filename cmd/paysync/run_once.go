@@ -17,7 +17,7 @@ func runOnce(ctx context.Context, s *session, d *worker.Daemon, in *inbox.Inbox,
 		}
 		res, err := in.Poll(ctx)
 		if err == nil {
-			fmt.Fprintf(io.out, "inbox: %d processed, %d failed, %d duplicates, %d still being written\n", res.Processed, res.Failed, res.Duplicates, res.Waiting)
+			fmt.Fprintf(io.out, "inbox: %d processed, %d failed, %s, %d still being written\n", res.Processed, res.Failed, plural(res.Duplicates, "duplicate", "duplicates"), res.Waiting)
 		}
 		return err
 	})
