@@ -83,6 +83,10 @@ func (m *Mapper) Map(ctx context.Context, e paysync.Entry) ([]Line, error) {
 	if m.rules.Skip.Unapproved && e.Approved != nil && !*e.Approved {
 		return []Line{{Ref: e.Ref(), Skip: "unapproved"}}, nil
 	}
+	if v, bad := unreadYesNo(e.Approved, e, "approved"); bad && m.rules.Skip.Unapproved {
+		return nil, prob("approved", fmt.Sprintf("%q is not yes or no", v),
+			fmt.Sprintf("skip.unapproved skips entries that are not approved, so it needs approved: write yes or no (ja/nej, true/false, ...), or set skip: {unapproved: false} in %s", m.rulesSource()))
+	}
 	rules, err := m.rulesFor(e, prob)
 	if err != nil {
 		return nil, err
@@ -270,6 +274,8 @@ func (m *Mapper) rulesFor(e paysync.Entry, prob func(string, string, string) *Pr
 			if !r.Continue {
 				return out, nil
 			}
+		} else if p := m.unreadMatch(e, r, prob); p != nil {
+			return nil, p
 		}
 	}
 	if def != nil {
@@ -282,6 +288,55 @@ func (m *Mapper) rulesFor(e paysync.Entry, prob func(string, string, string) *Pr
 		return nil, prob("code", fmt.Sprintf("entry has no code (type %q) and there are no rules", e.Type), "give the entry a code, or a rules file (PAYSYNC_MAPPING) that maps its type")
 	}
 	return nil, prob("type", fmt.Sprintf("no rule matches type %q, project %q, tags %q", e.Type, e.Project, strings.Join(e.Tags, ",")), fmt.Sprintf("add a rule for it, or a default rule, in %s", m.rules.Source))
+}
+
+// unreadYesNo reports a billable or approved the reader could not read
+// as yes or no: it kept the text in Fields[key] (see yesNo).
+func unreadYesNo(b *bool, e paysync.Entry, key string) (string, bool) {
+	if b != nil {
+		return "", false
+	}
+	v := e.Fields[key]
+	if v == "" {
+		return "", false
+	}
+	_, ok := parseYesNo(v)
+	return v, !ok
+}
+
+// unreadMatch is the problem of a rule that did not match only because it
+// matches on billable or approved and the entry's value is unreadable: the
+// rule needs the value, so the entry cannot be mapped. Rules that do not
+// use the field never see it.
+func (m *Mapper) unreadMatch(e paysync.Entry, r *Rule, prob func(string, string, string) *Problem) *Problem {
+	mt := r.Match
+	field, v := "", ""
+	if b, bad := unreadYesNo(e.Billable, e, "billable"); bad && mt.Billable != nil {
+		field, v, mt.Billable = "billable", b, nil
+	}
+	if b, bad := unreadYesNo(e.Approved, e, "approved"); bad && mt.Approved != nil {
+		if field == "" {
+			field, v = "approved", b
+		}
+		mt.Approved = nil
+	}
+	if field == "" || !mt.matches(e) {
+		return nil
+	}
+	where := m.rulesSource()
+	if r.Line > 0 {
+		where = fmt.Sprintf("%s:%d", where, r.Line)
+	}
+	return prob(field, fmt.Sprintf("%q is not yes or no", v),
+		fmt.Sprintf("rule %q matches on %s (%s): write yes or no (ja/nej, true/false, ...), or take %s out of the rule's match", r.Name, field, where, field))
+}
+
+// rulesSource names the rules file, for hints.
+func (m *Mapper) rulesSource() string {
+	if m.rules.Source != "" {
+		return m.rules.Source
+	}
+	return "the rules file"
 }
 
 func (mt Match) matches(e paysync.Entry) bool {

@@ -448,3 +448,90 @@ func TestPlanner_PerPeriod(t *testing.T) {
 		})
 	}
 }
+
+// A yes/no the reader could not read (kept in Fields) fails the entry
+// only when something uses it: a rule matching on it, or skip.unapproved.
+func TestMapper_UnreadableYesNo(t *testing.T) {
+	cl, schema := directory(t, sandbox.Options{Allowed: sandbox.AllowedEnum, Numbers: sandbox.NumbersInt})
+	const billableRules = `
+company: MV8x
+employees: {by_email: {mette.hansen@nordlys.dk: MV8xXzE=}}
+rules:
+  - name: billable hours
+    match: {billable: true}
+    code: T2
+    units: hours
+    rate: "310.40"
+  - name: hourly
+    default: true
+    code: T1
+    units: hours
+`
+	const approvedRules = `
+company: MV8x
+employees: {by_email: {mette.hansen@nordlys.dk: MV8xXzE=}}
+skip: {unapproved: false}
+rules:
+  - name: approved hours
+    match: {approved: true}
+    code: T2
+    units: hours
+    rate: "310.40"
+  - name: hourly
+    default: true
+    code: T1
+    units: hours
+`
+	const plain = "company: MV8x\nemployees: {by_email: {mette.hansen@nordlys.dk: MV8xXzE=}}\nskip: {unapproved: false}\nrules:\n  - name: hourly\n    default: true\n    code: T1\n    units: hours\n"
+	const defaultSkip = "company: MV8x\nemployees: {by_email: {mette.hansen@nordlys.dk: MV8xXzE=}}\nrules:\n  - name: hourly\n    default: true\n    code: T1\n    units: hours\n"
+	raw := func(k, v string) func(*paysync.Entry) {
+		return func(e *paysync.Entry) { e.Fields = map[string]string{k: v} }
+	}
+	ctx := context.Background()
+	tests := []struct {
+		name, rules string
+		e           paysync.Entry
+		wantCodes   string
+		wantField   string
+		wantMsg     string
+		wantHint    string
+	}{
+		{name: "unused billable", rules: plain, e: entry("a", raw("billable", "maybe")), wantCodes: "T1"},
+		{name: "unused approved", rules: plain, e: entry("b", raw("approved", "maybe")), wantCodes: "T1"},
+		{name: "billable rule", rules: billableRules, e: entry("c", raw("billable", "maybe")),
+			wantField: "billable", wantMsg: `"maybe" is not yes or no`, wantHint: `rule "billable hours" matches on billable (rules.yaml:`},
+		{name: "billable rule, readable", rules: billableRules, e: entry("d", func(e *paysync.Entry) { e.Billable = yes() }), wantCodes: "T2"},
+		{name: "billable rule, no value", rules: billableRules, e: entry("e"), wantCodes: "T1"},
+		{name: "approved rule", rules: approvedRules, e: entry("f", raw("approved", "peut-être")),
+			wantField: "approved", wantMsg: `"peut-être" is not yes or no`, wantHint: `rule "approved hours"`},
+		{name: "skip unapproved", rules: defaultSkip, e: entry("g", raw("approved", "maybe")),
+			wantField: "approved", wantMsg: `"maybe" is not yes or no`, wantHint: "skip.unapproved"},
+		{name: "own code ignores rules", rules: billableRules, e: entry("h", raw("billable", "maybe"), func(e *paysync.Entry) { e.Code = "T1" }), wantCodes: "T1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := mapping.NewMapper(rules(t, tt.rules), mapping.NewCache(cl), schema, "")
+			lines, err := m.Map(ctx, tt.e)
+			if tt.wantField != "" {
+				var p *mapping.Problem
+				if !errors.As(err, &p) {
+					t.Fatalf("err = %v, want a problem", err)
+				}
+				if p.EntryID != tt.e.ID || p.Field != tt.wantField || !strings.Contains(p.Msg, tt.wantMsg) || !strings.Contains(p.Hint, tt.wantHint) {
+					t.Fatalf("problem = %+v\nwant field %q msg ~%q hint ~%q", p, tt.wantField, tt.wantMsg, tt.wantHint)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Map: %v", err)
+			}
+			var codes []string
+			for _, l := range lines {
+				codes = append(codes, l.Code)
+			}
+			if got := strings.Join(codes, ","); got != tt.wantCodes {
+				t.Fatalf("codes = %s, want %s", got, tt.wantCodes)
+			}
+		})
+	}
+}

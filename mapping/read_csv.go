@@ -183,19 +183,36 @@ func (c *cellParser) decimal(line int, id, field, s string) (decimal.NullDecimal
 	return decimal.NullDecimal{Decimal: d, Valid: true}, nil
 }
 
-func (c *cellParser) bool(line int, id, field, s string) (*bool, error) {
+// yesNo reads a yes/no cell into the entry. A value that is not one fails
+// no row: the entry keeps it as text in Fields[key] ("billable",
+// "approved"), and the mapper raises it only when a rule or
+// skip.unapproved needs it.
+func yesNo(e *paysync.Entry, key, s string) *bool {
 	if s == "" {
-		return nil, nil
+		return nil
 	}
-	var b bool
+	b, ok := parseYesNo(s)
+	if !ok {
+		if e.Fields == nil {
+			e.Fields = make(map[string]string, 4)
+		}
+		e.Fields[key] = s
+		return nil
+	}
+	return &b
+}
+
+// parseYesNo reads yes or no as people and the time trackers write them,
+// without case: yes/no, true/false, y/n, 1/0, ja/nej/nein/nei, oui/non,
+// sí/si/no, はい/いいえ.
+func parseYesNo(s string) (bool, bool) {
 	switch strings.ToLower(s) {
-	case "yes", "y", "true", "1":
-		b = true
-	case "no", "n", "false", "0":
-	default:
-		return nil, c.problem(line, id, field, fmt.Sprintf("%q is not yes or no", s), "write yes/no, true/false, y/n or 1/0")
+	case "yes", "y", "true", "1", "ja", "oui", "sí", "si", "はい":
+		return true, true
+	case "no", "n", "false", "0", "nej", "nein", "nei", "non", "いいえ":
+		return false, true
 	}
-	return &b, nil
+	return false, false
 }
 
 // splitTags splits a tags cell on ',', ';' or '|' and trims each tag.
@@ -465,16 +482,8 @@ func (r *csvReader) entry(rec []string, line int) (paysync.Entry, error) {
 	e.Project = r.cell(rec, fProject)
 	e.Description = r.cell(rec, fDescription)
 	e.Tags = splitTags(r.cell(rec, fTags))
-	if r.col[fBillable] >= 0 {
-		if e.Billable, err = c.bool(line, e.ID, r.name(fBillable), r.cell(rec, fBillable)); err != nil {
-			return e, err
-		}
-	}
-	if r.col[fApproved] >= 0 {
-		if e.Approved, err = c.bool(line, e.ID, r.name(fApproved), r.cell(rec, fApproved)); err != nil {
-			return e, err
-		}
-	}
+	e.Billable = yesNo(&e, "billable", r.cell(rec, fBillable))
+	e.Approved = yesNo(&e, "approved", r.cell(rec, fApproved))
 	for _, i := range r.extras {
 		if v := strings.TrimSpace(rec[i]); v != "" {
 			if e.Fields == nil {

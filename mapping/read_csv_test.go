@@ -54,10 +54,12 @@ func TestNewReader_CSV(t *testing.T) {
 		}},
 		{file: "csv_columns_map.csv", format: FormatCSV, opts: dmy, want: []string{
 			"@2 id=m1 employee_id=E7 date=2024-03-04 hours=27000s type=normal tags=a|b|c billable=true approved=true",
-			"@3 problem id=m5 field=Fakturerbar ~\"ja\" is not yes or no",
-			"@4 problem id=m2 field=Dato ~\"31/02/2024\" is not a date in the format DD/MM/YYYY or YYYY-MM-DD (dates must be DD/MM/YYYY",
-			"@5 id=m3 employee_id=E7 date=2024-03-05 hours=27000s type=normal approved=true",
-			"@6 id=m4 employee_id=E7 date=2024-03-06 hours=27000s type=normal billable=false approved=false",
+			"@3 id=m5 employee_id=E7 date=2024-03-04 hours=27000s type=normal billable=true",
+			"@4 id=m6 employee_id=E7 date=2024-03-04 hours=27000s type=normal fields={approved=måske, billable=vielleicht}",
+			"@5 problem id=m2 field=Dato ~\"31/02/2024\" is not a date in the format DD/MM/YYYY or YYYY-MM-DD (dates must be DD/MM/YYYY",
+			"@6 id=m3 employee_id=E7 date=2024-03-05 hours=27000s type=normal approved=true",
+			"@7 id=m4 employee_id=E7 date=2024-03-06 hours=27000s type=normal billable=false approved=false",
+			"@8 id=m7 employee_id=E7 date=2024-03-07 hours=27000s type=normal billable=false approved=true",
 		}},
 		{file: "csv_columns_map.csv", newErr: `missing columns: project (mapped to "Projekt") (header: Nr, Medarbejder,`,
 			opts: ReadOptions{Columns: map[string]string{"id": "Nr", "employee_id": "medarbejder", "date": "Dato", "hours": "Timer", "project": "Projekt"}}},
@@ -100,6 +102,17 @@ func TestNewReader_CSVInline(t *testing.T) {
 			"@2 id=1 employee_id=E1 date=2024-03-04 hours=3600s",
 			"@3 id=2 employee_id=E1 date=2024-12-31 hours=3600s",
 			"@4 problem id=3 field=date ~in the format M/D/YYYY or YYYY-MM-DD",
+		}},
+		{"unpadded dates", "id,employee_id,date,hours\n1,E1,2016-01-1,1\n2,E1,2016-1-01,1\n3,E1,2016-1-,1\n", ReadOptions{}, []string{
+			"@2 id=1 employee_id=E1 date=2016-01-01 hours=3600s",
+			"@3 id=2 employee_id=E1 date=2016-01-01 hours=3600s",
+			"@4 problem id=3 field=date ~\"2016-1-\" is not a date in the format YYYY-MM-DD",
+		}},
+		{"unpadded dates, day first", "id,employee_id,date,hours\n1,E1,1/2/2026,1\n", ReadOptions{DateFormat: "DD/MM/YYYY"}, []string{
+			"@2 id=1 employee_id=E1 date=2026-02-01 hours=3600s",
+		}},
+		{"unpadded dates, month first", "id,employee_id,date,hours\n1,E1,1/2/2026,1\n", ReadOptions{DateFormat: "MM/DD/YYYY"}, []string{
+			"@2 id=1 employee_id=E1 date=2026-01-02 hours=3600s",
 		}},
 		{"configured column beats a default", "id,email,mail,date,hours\n1,a@x,b@x,2024-03-04,1\n", ReadOptions{Columns: map[string]string{"email": "mail"}}, []string{
 			"@2 id=1 email=b@x date=2024-03-04 hours=3600s fields={email=a@x}",

@@ -10,6 +10,9 @@ const isoDate = "YYYY-MM-DD"
 
 // dateLayout is a parsed date format such as "DD/MM/YYYY": tokens YYYY,
 // MM, DD (fixed width), M and D (one or two digits), and separators.
+// An MM or DD between separators also takes one digit (2016-01-1 under
+// YYYY-MM-DD): exports write them so, and the separators leave no doubt;
+// without separators (YYYYMMDD) the width is what tells the parts apart.
 // Dates are parsed by hand: this is on the hot path of every CSV row.
 type dateLayout struct {
 	text  string
@@ -18,8 +21,9 @@ type dateLayout struct {
 }
 
 type datePart struct {
-	kind byte // 'Y' year (4 digits), 'M'/'D' (2 digits), 'm'/'d' (1–2 digits), 0 literal
-	lit  byte
+	kind  byte // 'Y' year (4 digits), 'M'/'D' (2 digits), 'm'/'d' (1–2 digits), 0 literal
+	lit   byte
+	loose bool // an 'M'/'D' between separators: one digit will do
 }
 
 // parseDateLayout reads a date format. Tokens are case-insensitive.
@@ -56,8 +60,26 @@ func parseDateLayout(s string) (dateLayout, error) {
 	if seen != [3]int{1, 1, 1} {
 		return dateLayout{}, fmt.Errorf("date format %q: want one year (YYYY), one month (MM or M) and one day (DD or D)", s)
 	}
+	for i := range l.parts {
+		p := &l.parts[i]
+		p.loose = (p.kind == 'M' || p.kind == 'D') &&
+			(i == 0 || l.parts[i-1].kind == 0) && (i == len(l.parts)-1 || l.parts[i+1].kind == 0)
+	}
 	l.iso = strings.EqualFold(s, isoDate)
 	return l, nil
+}
+
+// strictLayout is a valid layout that takes MM and DD at their full
+// width only.
+func strictLayout(s string) dateLayout {
+	l, err := parseDateLayout(s)
+	if err != nil {
+		panic(err)
+	}
+	for i := range l.parts {
+		l.parts[i].loose = false
+	}
+	return l
 }
 
 func isLetter(c byte) bool { return c|0x20 >= 'a' && c|0x20 <= 'z' }
@@ -76,10 +98,10 @@ func (l *dateLayout) parse(s string) (string, bool) {
 			continue
 		}
 		min, max := 2, 2
-		switch p.kind {
-		case 'Y':
+		switch {
+		case p.kind == 'Y':
 			min, max = 4, 4
-		case 'm', 'd':
+		case p.kind == 'm' || p.kind == 'd' || p.loose:
 			min = 1
 		}
 		v, n := 0, 0
@@ -103,7 +125,7 @@ func (l *dateLayout) parse(s string) (string, bool) {
 	if i != len(s) || m < 1 || m > 12 || d < 1 || d > daysIn(y, m) {
 		return "", false
 	}
-	if l.iso {
+	if l.iso && len(s) == len(isoDate) {
 		return s, true
 	}
 	return formatDate(y, m, d), true

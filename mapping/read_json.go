@@ -454,7 +454,9 @@ func fieldIndexBytes(name []byte) int {
 	return -1
 }
 
-var isoLayout, _ = parseDateLayout(isoDate)
+// isoLayout reads JSON dates: exactly YYYY-MM-DD, as the published entry
+// schema says (the unpadded lenience is for the CSV exports of tools).
+var isoLayout = strictLayout(isoDate)
 
 // decodeEntry makes an entry of the properties of one JSON object. The
 // first bad property, in document order, is the Problem; then the

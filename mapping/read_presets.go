@@ -306,16 +306,8 @@ func (r *presetReader) entry(rec []string, line int) (paysync.Entry, error) {
 	e.Type = r.cell(rec, rTask)
 	e.Description = r.cell(rec, rDescription)
 	e.Tags = splitTags(r.cell(rec, rTags))
-	if r.col[rBillable] >= 0 {
-		if e.Billable, err = c.bool(line, e.ID, r.name(rBillable), r.cell(rec, rBillable)); err != nil {
-			return e, err
-		}
-	}
-	if r.col[rApproved] >= 0 {
-		if e.Approved, err = c.bool(line, e.ID, r.name(rApproved), r.cell(rec, rApproved)); err != nil {
-			return e, err
-		}
-	}
+	e.Billable = yesNo(&e, "billable", r.cell(rec, rBillable))
+	e.Approved = yesNo(&e, "approved", r.cell(rec, rApproved))
 	for _, x := range r.extras {
 		v := strings.TrimSpace(rec[x.col])
 		if v == "" {

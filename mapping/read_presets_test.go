@@ -3,6 +3,7 @@ package mapping
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -29,7 +30,7 @@ func TestNewReader_Presets(t *testing.T) {
 			`@4 problem ~row has 8 fields, header has 14`,
 			`@5 problem ~bare quote`,
 			`@6 problem id=toggl-e680d6556d3bd14a field=User ~no user or email`,
-			`@7 problem id=toggl-bd2c6b89acfe04df-2 field=Billable ~"maybe" is not yes or no`,
+			`@7 id=toggl-bd2c6b89acfe04df-2 email=ann@example.com name=Ann Berg date=2024-03-04 hours=30600s type=Design project=Website description="Work" fields={billable=maybe, client=Acme, end_date=2024-03-04, end_time=17:30:00, start_time=09:00:00}`,
 			`@8 id=toggl-bd2c6b89acfe04df-3 email=ann@example.com name=Ann Berg date=2024-03-04 hours=1200s type=Design project=Website billable=true description="Work" fields={client=Acme, end_date=2024-03-04, end_time=09:20:00, start_time=09:00:00}`,
 		}},
 		{file: "toggl_missing.csv", opts: ReadOptions{Format: FormatToggl}, newErr: "not a Toggl Track detailed report: missing columns Duration (header: User, Email, Project, Start date, Start time)"},
@@ -127,5 +128,42 @@ func TestFieldKey(t *testing.T) {
 		if k != want[0] || c != want[1] {
 			t.Errorf("fieldKey(%q) = %q, %q; want %q, %q", in, k, c, want[0], want[1])
 		}
+	}
+}
+
+// A Japanese Toggl workspace and a 2016 export: localized yes/no and
+// unpadded dates are read; a yes/no the reader cannot read keeps the row,
+// with the text in Fields for the mapper (which needs it only when a rule
+// does).
+func TestNewReader_PresetLenient(t *testing.T) {
+	cases := []struct {
+		name, in string
+		want     []string
+	}{
+		{"toggl japanese billable", "User,Email,Billable,Start date,Start time,Duration\nA,a@x,いいえ,2024-03-04,09:00:00,1:00:00\nA,a@x,はい,2024-03-05,09:00:00,1:00:00\n", []string{
+			`@2 id=toggl-9d896244b014e3e5 email=a@x name=A date=2024-03-04 hours=3600s billable=false fields={start_time=09:00:00}`,
+			`@3 id=toggl-bc7d182bd4435e82 email=a@x name=A date=2024-03-05 hours=3600s billable=true fields={start_time=09:00:00}`,
+		}},
+		{"toggl 2016 unpadded date", "User,Email,Billable,Start date,Start time,Duration\nA,a@x,No,2016-01-1,09:00:00,1:00:00\nA,a@x,No,2016-01-01,09:00:00,1:00:00\n", []string{
+			`@2 id=toggl-2b09a52756001791 email=a@x name=A date=2016-01-01 hours=3600s billable=false fields={start_time=09:00:00}`,
+			// One date, one natural key: the padded twin is a repeat.
+			`@3 id=toggl-2b09a52756001791-2 email=a@x name=A date=2016-01-01 hours=3600s billable=false fields={start_time=09:00:00}`,
+		}},
+		{"clockify unknown billable kept", "User,Email,Billable,Start Date,Duration (h)\nA,a@x,Kanske,2024-03-04,1:00:00\n", []string{
+			`@2 id=clockify-3034518ce87fce44 email=a@x name=A date=2024-03-04 hours=3600s fields={billable=Kanske}`,
+		}},
+		{"harvest localized and unknown", "Date,Hours,First Name,Last Name,Billable?,Approved?\n2024-3-4,1,A,B,Ja,peut-être\n3/5/2024,1,A,B,non,oui\n", []string{
+			`@2 id=harvest-2d3784c0b4b813d9 name=A B date=2024-03-04 hours=3600s billable=true fields={approved=peut-être}`,
+			`@3 id=harvest-d6128c6806b53240 name=A B date=2024-03-05 hours=3600s billable=false approved=true`,
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, got, err := readAll(t, "in.csv", strings.NewReader(tc.in), ReadOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkResults(t, got, tc.want)
+		})
 	}
 }

@@ -113,13 +113,19 @@ func TestDateLayout(t *testing.T) {
 		in     map[string]string // input → YYYY-MM-DD, "" when refused
 	}{
 		{"YYYY-MM-DD", map[string]string{"2024-03-04": "2024-03-04", "2024-02-29": "2024-02-29", "2023-02-29": "", "2000-02-29": "2000-02-29",
-			"1900-02-29": "", "2024-3-4": "", "2024-04-31": "", "2024-00-10": "", "2024-01-00": "", "2024-03-04 ": "", "": "", "20240304": ""}},
-		{"DD/MM/YYYY", map[string]string{"04/03/2024": "2024-03-04", "31/12/2024": "2024-12-31", "4/3/2024": "", "31/02/2024": "", "04/03/24": ""}},
-		{"MM/DD/YYYY", map[string]string{"03/04/2024": "2024-03-04", "12/31/2024": "2024-12-31", "31/12/2024": ""}},
-		{"DD.MM.YYYY", map[string]string{"04.03.2024": "2024-03-04", "04-03-2024": ""}},
+			"1900-02-29": "", "2024-04-31": "", "2024-00-10": "", "2024-01-00": "", "2024-03-04 ": "", "": "", "20240304": "",
+			// Unpadded month or day: unambiguous between separators.
+			"2016-01-1": "2016-01-01", "2016-1-01": "2016-01-01", "2024-3-4": "2024-03-04", "2024-2-30": "",
+			"2024-003-04": "", "2024-03-004": "", "2024--4": "", "2024-3-": "", "2024-0-1": "", "24-3-4": "", "2024-3-4x": ""}},
+		{"DD/MM/YYYY", map[string]string{"04/03/2024": "2024-03-04", "31/12/2024": "2024-12-31", "4/3/2024": "2024-03-04",
+			"1/2/2026": "2026-02-01", "31/02/2024": "", "04/03/24": "", "1//2026": "", "1/13/2026": ""}},
+		{"MM/DD/YYYY", map[string]string{"03/04/2024": "2024-03-04", "12/31/2024": "2024-12-31", "31/12/2024": "", "1/2/2026": "2026-01-02", "12/1/2026": "2026-12-01"}},
+		{"DD.MM.YYYY", map[string]string{"04.03.2024": "2024-03-04", "04-03-2024": "", "4.3.2024": "2024-03-04"}},
 		{"M/D/YYYY", map[string]string{"3/4/2024": "2024-03-04", "03/04/2024": "2024-03-04", "12/31/2024": "2024-12-31", "123/4/2024": "", "3//2024": ""}},
 		{"d.m.yyyy", map[string]string{"4.3.2024": "2024-03-04"}},
-		{"YYYYMMDD", map[string]string{"20240304": "2024-03-04", "2024034": ""}},
+		// Without separators an unpadded month or day is ambiguous: refused.
+		{"YYYYMMDD", map[string]string{"20240304": "2024-03-04", "2024034": "", "202434": ""}},
+		{"YYYYMM-DD", map[string]string{"202403-04": "2024-03-04", "202403-4": "2024-03-04", "20243-04": ""}},
 	}
 	for _, tc := range cases {
 		l, err := parseDateLayout(tc.layout)
@@ -167,5 +173,28 @@ func TestNewReader_DecimalCommaHint(t *testing.T) {
 				t.Errorf("Next() = %v, want a problem naming %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// Yes and no are read in the spellings the tools and their users write,
+// without case; anything else is not a yes or no.
+func TestParseYesNo(t *testing.T) {
+	cases := map[string]int{ // 1 yes, 0 no, -1 refused
+		"yes": 1, "Yes": 1, "YES": 1, "y": 1, "true": 1, "TRUE": 1, "1": 1, "ja": 1, "Ja": 1, "oui": 1, "sí": 1, "SÍ": 1, "si": 1, "はい": 1,
+		"no": 0, "No": 0, "n": 0, "false": 0, "0": 0, "nej": 0, "Nej": 0, "nein": 0, "nei": 0, "non": 0, "いいえ": 0,
+		"maybe": -1, "": -1, "2": -1, "yess": -1, "ja nej": -1, "x": -1, "-": -1,
+	}
+	for in, want := range cases {
+		b, ok := parseYesNo(in)
+		got := -1
+		if ok {
+			got = 0
+			if b {
+				got = 1
+			}
+		}
+		if got != want {
+			t.Errorf("parseYesNo(%q) = %v, %v; want %d", in, b, ok, want)
+		}
 	}
 }
