@@ -281,33 +281,42 @@ func (sc Scope) String() string {
 // out): a pay part's company is known only through its pay parts, so the
 // company is the caller's to check.
 func (l *Ledger) EntriesIn(ctx context.Context, sc Scope) ([]LiveEntry, error) {
-	q := `SELECT e.id, e.data, e.line, s.name, e.content_hash, e.status = 'mapped' AND e.note = '` + HeldNote + `' FROM entries e JOIN sources s ON s.id = e.source_id
-		WHERE e.entry_date BETWEEN ? AND ? AND NOT (e.status = 'skipped' AND e.note = 'deleted')`
+	where := `e.entry_date BETWEEN ? AND ?`
 	args := []any{sc.Period.First().Format(time.DateOnly), sc.Period.Last().Format(time.DateOnly)}
 	if sc.SourceID != 0 {
-		q = `SELECT e.id, e.data, e.line, s.name, e.content_hash, e.status = 'mapped' AND e.note = '` + HeldNote + `' FROM entries e JOIN sources s ON s.id = e.source_id
-			WHERE e.source_id = ? AND NOT (e.status = 'skipped' AND e.note = 'deleted')`
-		args = []any{sc.SourceID}
+		where, args = `e.source_id = ?`, []any{sc.SourceID}
 	}
+	where += ` AND NOT (e.status = 'skipped' AND e.note = 'deleted')`
 	if sc.Origin != "" {
-		q += ` AND e.origin = ?`
+		where += ` AND e.origin = ?`
 		args = append(args, sc.Origin)
 	}
-	rows, err := l.rdb.QueryContext(ctx, q+` ORDER BY e.id`, args...)
+	out, err := l.liveEntries(ctx, where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: entries of %s: %w", sc, err)
+	}
+	return out, nil
+}
+
+// liveEntries reads the entries (e) where says, as stored.
+func (l *Ledger) liveEntries(ctx context.Context, where string, args ...any) ([]LiveEntry, error) {
+	rows, err := l.rdb.QueryContext(ctx, `SELECT e.id, e.data, e.line, s.name, e.content_hash, e.status = 'mapped' AND e.note = '`+HeldNote+`'
+		FROM entries e JOIN sources s ON s.id = e.source_id WHERE `+where+` ORDER BY e.id`, args...)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	var out []LiveEntry
 	for rows.Next() {
 		var le LiveEntry
 		var data []byte
-		if err := rows.Scan(&le.Row, &data, &le.Entry.Line, &le.Entry.Source, &le.Hash, &le.Held); err != nil {
-			return nil, fmt.Errorf("ledger: entries of %s: %w", sc, err)
+		var line int
+		var src string
+		if err := rows.Scan(&le.Row, &data, &line, &src, &le.Hash, &le.Held); err != nil {
+			return nil, err
 		}
-		src, line := le.Entry.Source, le.Entry.Line
 		if err := json.Unmarshal(data, &le.Entry); err != nil {
-			return nil, fmt.Errorf("ledger: stored entry %d: %w", le.Row, err)
+			return nil, fmt.Errorf("stored entry %d: %w", le.Row, err)
 		}
 		le.Entry.Source, le.Entry.Line = src, line
 		out = append(out, le)
@@ -341,32 +350,15 @@ func (l *Ledger) HeldDates(ctx context.Context) ([]string, error) {
 // entries and, unless withPaid is false, the entries of its live pay parts
 // (their aggregates are planned again with the held ones).
 func (l *Ledger) CutoffEntries(ctx context.Context, p paysync.Period, withPaid bool) ([]LiveEntry, error) {
-	q := `SELECT e.id, e.data, e.line, s.name, e.content_hash FROM entries e JOIN sources s ON s.id = e.source_id
-		WHERE e.entry_date BETWEEN ? AND ? AND e.status = 'mapped' AND (e.note = ?`
+	where := `e.entry_date BETWEEN ? AND ? AND e.status = 'mapped' AND (e.note = ?`
 	if withPaid {
-		q += ` OR ` + liveEntry
+		where += ` OR ` + liveEntry
 	}
-	rows, err := l.rdb.QueryContext(ctx, q+`) ORDER BY e.id`, p.First().Format(time.DateOnly), p.Last().Format(time.DateOnly), HeldNote)
+	out, err := l.liveEntries(ctx, where+`)`, p.First().Format(time.DateOnly), p.Last().Format(time.DateOnly), HeldNote)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: entries of the cutoff of %s: %w", p, err)
 	}
-	defer rows.Close()
-	var out []LiveEntry
-	for rows.Next() {
-		var le LiveEntry
-		var data []byte
-		var line int
-		var src string
-		if err := rows.Scan(&le.Row, &data, &line, &src, &le.Hash); err != nil {
-			return nil, fmt.Errorf("ledger: entries of the cutoff of %s: %w", p, err)
-		}
-		if err := json.Unmarshal(data, &le.Entry); err != nil {
-			return nil, fmt.Errorf("ledger: stored entry %d: %w", le.Row, err)
-		}
-		le.Entry.Source, le.Entry.Line = src, line
-		out = append(out, le)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // NewEntryStatus is what a corrected entry's new version mapped to.
@@ -489,24 +481,27 @@ func (l *Ledger) ApplyCorrection(ctx context.Context, c Correction) (unit int64,
 		}
 		for _, company := range companies {
 			idx := byCompany[company]
-			if len(idx) == 0 {
+			newBatch := func() (int64, error) {
 				res, err := st.exec(`INSERT INTO batches (company_id, source_id, state, created_at, updated_at, correction_id) VALUES (?, ?, 'pending', ?, ?, ?)`,
 					company, c.SourceID, now, now, unit)
 				if err != nil {
-					return err
+					return 0, err
 				}
 				bid, _ := res.LastInsertId()
 				batches = append(batches, bid)
+				return bid, nil
+			}
+			if len(idx) == 0 {
+				if _, err := newBatch(); err != nil {
+					return err
+				}
 			}
 			for start := 0; start < len(idx); start += c.BatchSize {
 				chunk := idx[start:min(start+c.BatchSize, len(idx))]
-				res, err := st.exec(`INSERT INTO batches (company_id, source_id, state, created_at, updated_at, correction_id) VALUES (?, ?, 'pending', ?, ?, ?)`,
-					company, c.SourceID, now, now, unit)
+				bid, err := newBatch()
 				if err != nil {
 					return err
 				}
-				bid, _ := res.LastInsertId()
-				batches = append(batches, bid)
 				for seq, i := range chunk {
 					pp := c.PayParts[i]
 					res, err := st.exec(`INSERT INTO pay_parts (`+payPartCols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?)`,

@@ -379,25 +379,7 @@ func (l *Ledger) correctedEntries(ctx context.Context, unit int64) ([]correctedR
 
 // supersededParts reads the pay parts unit replaced.
 func (l *Ledger) supersededParts(ctx context.Context, unit int64) ([]Item, error) {
-	rows, err := l.rdb.QueryContext(ctx, `SELECT id, batch_id, seq, company_id, employee_id, employee_name, code, units, rate, amount, description, rule,
-			state, coalesce(payroll_id, ''), error, coalesce(delete_attempt, 0)
-		FROM pay_parts WHERE superseded_by = ? ORDER BY id`, unit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Item
-	for rows.Next() {
-		var it Item
-		var u, r, a sql.NullString
-		if err := rows.Scan(&it.ID, &it.BatchID, &it.Seq, &it.CompanyID, &it.EmployeeID, &it.EmployeeName, &it.Code, &u, &r, &a,
-			&it.Description, &it.Rule, &it.State, &it.PayrollID, &it.Error, &it.DeleteAttempt); err != nil {
-			return nil, err
-		}
-		it.Units, it.Rate, it.Amount = textDec(u), textDec(r), textDec(a)
-		out = append(out, it)
-	}
-	return out, rows.Err()
+	return l.queryItems(ctx, `superseded_by = ? ORDER BY id`, unit)
 }
 
 // partEntry is an entry behind a pay part, with its entries.id.

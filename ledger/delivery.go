@@ -120,10 +120,19 @@ func (l *Ledger) BatchesOfSource(ctx context.Context, sourceID int64) ([]Batch, 
 
 // Items returns a batch's pay parts in order.
 func (l *Ledger) Items(ctx context.Context, batchID int64) ([]Item, error) {
-	rows, err := l.rdb.QueryContext(ctx, `SELECT id, batch_id, seq, company_id, employee_id, employee_name, code, units, rate, amount, description, rule, state, coalesce(payroll_id, ''), error, coalesce(delete_attempt, 0)
-		FROM pay_parts WHERE batch_id = ? ORDER BY seq`, batchID)
+	out, err := l.queryItems(ctx, `batch_id = ? ORDER BY seq`, batchID)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: items of batch %d: %w", batchID, err)
+	}
+	return out, nil
+}
+
+// queryItems reads the pay parts where says.
+func (l *Ledger) queryItems(ctx context.Context, where string, args ...any) ([]Item, error) {
+	rows, err := l.rdb.QueryContext(ctx, `SELECT id, batch_id, seq, company_id, employee_id, employee_name, code, units, rate, amount, description, rule, state, coalesce(payroll_id, ''), error, coalesce(delete_attempt, 0)
+		FROM pay_parts WHERE `+where, args...)
+	if err != nil {
+		return nil, err
 	}
 	defer rows.Close()
 	var out []Item
