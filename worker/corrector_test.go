@@ -28,6 +28,24 @@ func (e *env) payrollParts() map[string]string {
 	return out
 }
 
+// holds fails the test unless payroll holds exactly the pay parts want
+// ("employee|code|units"), and returns them with their payroll ids.
+func (e *env) holds(t testing.TB, step string, want ...string) map[string]string {
+	t.Helper()
+	got := e.payrollParts()
+	keys := make([]string, 0, len(got))
+	for k := range got {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	want = slices.Clone(want)
+	slices.Sort(want)
+	if !slices.Equal(keys, want) {
+		t.Fatalf("%s: payroll holds %v, want %v", step, keys, want)
+	}
+	return got
+}
+
 func entryJSON(id, emp, code, hours string) string {
 	return fmt.Sprintf(`{"id":%q,"employee_id":%q,"date":"2026-11-02","hours":%s,"code":%q}`, id, emp, hours, code)
 }
@@ -56,30 +74,16 @@ func TestCorrections_File(t *testing.T) {
 		}
 		return rep
 	}
-	want := func(step string, parts ...string) map[string]string {
-		t.Helper()
-		got := e.payrollParts()
-		keys := make([]string, 0, len(got))
-		for k := range got {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		slices.Sort(parts)
-		if !slices.Equal(keys, parts) {
-			t.Fatalf("%s: payroll holds %v, want %v", step, keys, parts)
-		}
-		return got
-	}
 
 	run("v1.ndjson", export(entryJSON("e1", mette, "T1", "8"), entryJSON("e2", mette, "T1", "2"), entryJSON("e3", jonas, "T1", "5")))
-	first := want("first import", mette+"|T1|10", jonas+"|T1|5")
+	first := e.holds(t, "first import", mette+"|T1|10", jonas+"|T1|5")
 
 	// e1: 8 → 8.5 hours.
 	rep := run("v2.ndjson", export(entryJSON("e1", mette, "T1", "8.5"), entryJSON("e2", mette, "T1", "2"), entryJSON("e3", jonas, "T1", "5")))
 	if rep.Corrections != 1 || rep.Duplicates != 2 {
 		t.Errorf("v2: %d corrections, %d duplicates; want 1 and 2", rep.Corrections, rep.Duplicates)
 	}
-	second := want("after the correction", mette+"|T1|10.5", jonas+"|T1|5")
+	second := e.holds(t, "after the correction", mette+"|T1|10.5", jonas+"|T1|5")
 	if second[jonas+"|T1|5"] != first[jonas+"|T1|5"] {
 		t.Errorf("the pay part the correction does not touch was replaced")
 	}
@@ -97,14 +101,14 @@ func TestCorrections_File(t *testing.T) {
 	if n := writes() - calls; n != 0 {
 		t.Errorf("v2 again: %d calls to payroll, want none", n)
 	}
-	want("v2 again", mette+"|T1|10.5", jonas+"|T1|5")
+	e.holds(t, "v2 again", mette+"|T1|10.5", jonas+"|T1|5")
 
 	// A tombstone removes e2; e3 moves to another code.
 	rep = run("v3.ndjson", export(`{"id":"e2","deleted":true}`, entryJSON("e3", jonas, "SYG", "5")))
 	if rep.Corrections != 2 {
 		t.Errorf("v3: %d corrections, want 2", rep.Corrections)
 	}
-	want("after the tombstone and the new code", mette+"|T1|8.5", jonas+"|SYG|5")
+	e.holds(t, "after the tombstone and the new code", mette+"|T1|8.5", jonas+"|SYG|5")
 }
 
 // TestCorrections_Messages: the same for streamed entries: a message with
@@ -137,27 +141,15 @@ func TestCorrections_Messages(t *testing.T) {
 		}
 		return reps
 	}
-	holds := func(step string, want ...string) {
-		t.Helper()
-		var got []string
-		for k := range e.payrollParts() {
-			got = append(got, k)
-		}
-		slices.Sort(got)
-		slices.Sort(want)
-		if !slices.Equal(got, want) {
-			t.Fatalf("%s: payroll holds %v, want %v", step, got, want)
-		}
-	}
 	send("first", entryJSON("m1", mette, "T1", "8"), entryJSON("m2", mette, "T1", "2"))
-	holds("first", mette+"|T1|8", mette+"|T1|2")
+	e.holds(t, "first", mette+"|T1|8", mette+"|T1|2")
 	two := e.payrollParts()[mette+"|T1|2"]
 
 	reps := send("correction", entryJSON("m1", mette, "T1", "8.5"))
 	if reps[0].Corrections != 1 {
 		t.Errorf("correction: %+v", reps[0])
 	}
-	holds("correction", mette+"|T1|8.5", mette+"|T1|2")
+	e.holds(t, "correction", mette+"|T1|8.5", mette+"|T1|2")
 	if e.payrollParts()[mette+"|T1|2"] != two {
 		t.Errorf("the pay part of the entry not corrected was replaced")
 	}
@@ -173,7 +165,7 @@ func TestCorrections_Messages(t *testing.T) {
 	}
 
 	send("tombstone", `{"id":"m2","deleted":true}`)
-	holds("tombstone", mette+"|T1|8.5")
+	e.holds(t, "tombstone", mette+"|T1|8.5")
 }
 
 // TestCorrections_PeriodStatement: an import given as the complete
@@ -207,18 +199,6 @@ func TestCorrections_PeriodStatement(t *testing.T) {
 		}
 		return rep
 	}
-	holds := func(step string, want ...string) {
-		t.Helper()
-		var got []string
-		for k := range e.payrollParts() {
-			got = append(got, k)
-		}
-		slices.Sort(got)
-		slices.Sort(want)
-		if !slices.Equal(got, want) {
-			t.Fatalf("%s: payroll holds %v, want %v", step, got, want)
-		}
-	}
 	rep := run("nov.ndjson", "",
 		dated("s1", mette, "2026-11-02", "8"), dated("s2", mette, "2026-11-03", "2"), dated("s3", lars, "2026-11-04", "5"),
 		dated("s0", lars, "2026-10-31", "7"))
@@ -226,7 +206,7 @@ func TestCorrections_PeriodStatement(t *testing.T) {
 		t.Errorf("row outside the period: %d, warnings %v", rep.Outside, rep.Warnings)
 	}
 	run("other.ndjson", "timelog", dated("o1", mette, "2026-11-10", "3"))
-	holds("first statement", mette+"|T1|10", lars+"|T1|5", mette+"|T1|3")
+	e.holds(t, "first statement", mette+"|T1|10", lars+"|T1|5", mette+"|T1|3")
 	five := e.payrollParts()[lars+"|T1|5"]
 
 	// s2 is gone from the statement, s4 is new.
@@ -234,7 +214,7 @@ func TestCorrections_PeriodStatement(t *testing.T) {
 	if rep.Removed != 1 || rep.Duplicates != 2 {
 		t.Errorf("second statement: removed %d, duplicates %d; want 1, 2", rep.Removed, rep.Duplicates)
 	}
-	holds("second statement", mette+"|T1|8", lars+"|T1|5", lars+"|T1|1", mette+"|T1|3")
+	e.holds(t, "second statement", mette+"|T1|8", lars+"|T1|5", lars+"|T1|1", mette+"|T1|3")
 	if e.payrollParts()[lars+"|T1|5"] != five {
 		t.Errorf("a pay part the statement does not change was replaced")
 	}
@@ -244,7 +224,7 @@ func TestCorrections_PeriodStatement(t *testing.T) {
 	if rep.Removed != 0 || rep.Corrections != 0 || rep.Duplicates != 3 {
 		t.Errorf("the same statement again: %+v", rep)
 	}
-	holds("the same statement again", mette+"|T1|8", lars+"|T1|5", lars+"|T1|1", mette+"|T1|3")
+	e.holds(t, "the same statement again", mette+"|T1|8", lars+"|T1|5", lars+"|T1|1", mette+"|T1|3")
 }
 
 // TestCorrections_AfterRevert: after its import is reverted, a corrected
@@ -400,21 +380,7 @@ func TestScope_RevertAndReplayPeriod(t *testing.T) {
 	if _, err := im.ImportAll(ctx(t), e.led, []worker.Input{fileInput(t, "oct-nov.ndjson", []byte(body))}, nil); err != nil {
 		t.Fatal(err)
 	}
-	holds := func(step string, want ...string) map[string]string {
-		t.Helper()
-		got := e.payrollParts()
-		var keys []string
-		for k := range got {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		slices.Sort(want)
-		if !slices.Equal(keys, want) {
-			t.Fatalf("%s: payroll holds %v, want %v", step, keys, want)
-		}
-		return got
-	}
-	first := holds("import", mette+"|T1|8", mette+"|T1|6", lars+"|T1|4")
+	first := e.holds(t, "import", mette+"|T1|8", mette+"|T1|6", lars+"|T1|4")
 	nov, _ := paysync.ParsePeriod("2026-11")
 	corr := im.Corrector()
 	deliver := func(res worker.ScopeResult) {
@@ -431,7 +397,7 @@ func TestScope_RevertAndReplayPeriod(t *testing.T) {
 		t.Fatalf("revert: %+v, %v", res, err)
 	}
 	deliver(res)
-	holds("after the revert of November", mette+"|T1|8")
+	e.holds(t, "after the revert of November", mette+"|T1|8")
 	if res, err := corr.RevertScope(ctx(t), sc, false); err != nil || res.Changes() {
 		t.Fatalf("revert again: %+v, %v; want nothing", res, err)
 	}
@@ -441,7 +407,7 @@ func TestScope_RevertAndReplayPeriod(t *testing.T) {
 		t.Fatalf("replay: %+v, %v", res, err)
 	}
 	deliver(res)
-	again := holds("after the replay", mette+"|T1|8", mette+"|T1|6", lars+"|T1|4")
+	again := e.holds(t, "after the replay", mette+"|T1|8", mette+"|T1|6", lars+"|T1|4")
 	if again[mette+"|T1|8"] != first[mette+"|T1|8"] {
 		t.Error("October's pay part was replaced")
 	}
