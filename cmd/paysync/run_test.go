@@ -231,7 +231,7 @@ func TestRun_Inbox(t *testing.T) {
 	copyFile("../../deploy/examples/toggl.csv", filepath.Join(in, "toggl.csv"))
 	creates := s.sb.State().Counters.Requests["create_pay_parts"]
 	r = runInProcess(t, env, "run", "--once")
-	if r.code != 0 || !strings.Contains(r.stdout, "1 duplicates") {
+	if r.code != 0 || !strings.Contains(r.stdout, "1 duplicate,") {
 		t.Fatalf("second run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	if n := len(payrollKeys(s.sb)); n != 11 || s.sb.State().Counters.Requests["create_pay_parts"] != creates+1 {
