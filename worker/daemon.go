@@ -66,6 +66,8 @@ type DaemonConfig struct {
 	Company      string // the configured default company ("": the rules', else the account's current one)
 	BatchSize    int
 	AllOrNothing bool // the inbox's file policy: nothing of a file with a problem is committed
+	// Read are the inbox files' reader settings (PAYSYNC_DATE_FORMAT, …).
+	Read mapping.ReadOptions
 	// Statement makes each inbox file a period statement (PAYSYNC_PERIOD).
 	Statement *PeriodStatement
 	// Cutoff, when set, holds streamed entries (PAYSYNC_SEND=cutoff) and
@@ -151,7 +153,7 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 	}
 	d.pipe.Init()
 	if cfg.Inbox != nil {
-		d.im = &Importer{L: cfg.Ledger, Rules: cfg.Rules, BatchSize: cfg.BatchSize, AllOrNothing: cfg.AllOrNothing, Statement: cfg.Statement}
+		d.im = &Importer{L: cfg.Ledger, Rules: cfg.Rules, Read: cfg.Read, BatchSize: cfg.BatchSize, AllOrNothing: cfg.AllOrNothing, Statement: cfg.Statement}
 		sink := &FileSink{im: d.im, wake: d.pipe.Wake, observe: cfg.Observe}
 		in, err := cfg.Inbox(sink.InboxSink())
 		if err != nil {

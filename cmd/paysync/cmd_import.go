@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/ledger"
@@ -22,17 +21,14 @@ import (
 
 // importFlags are the flags of `paysync import`.
 type importFlags struct {
-	dryRun       bool
-	asJSON       bool
-	format       string
-	rules        string
-	company      string
-	delimiter    string
-	decimalComma bool
-	dateFormat   string
-	noAggregate  bool
-	period       string
-	source       string
+	dryRun      bool
+	asJSON      bool
+	format      string
+	rules       string
+	company     string
+	noAggregate bool
+	period      string
+	source      string
 }
 
 func (f *importFlags) register(fs *flag.FlagSet, cfg *config) {
@@ -41,9 +37,7 @@ func (f *importFlags) register(fs *flag.FlagSet, cfg *config) {
 	fs.StringVar(&f.format, "format", "", "input format: json, ndjson, csv, toggl, clockify, harvest (default: detect)")
 	fs.StringVar(&f.rules, "rules", cfg.Mapping, "mapping rules file (PAYSYNC_MAPPING); entries carrying employee_id and code need none")
 	fs.StringVar(&f.company, "company", "", "default company (default PAYSYNC_COMPANY_ID, else the current company)")
-	fs.StringVar(&f.delimiter, "delimiter", "", "CSV delimiter (default: detect from the header)")
-	fs.BoolVar(&f.decimalComma, "decimal-comma", false, "numbers use a decimal comma (7,5)")
-	fs.StringVar(&f.dateFormat, "date-format", "", "date format of CSV files, e.g. DD/MM/YYYY (default YYYY-MM-DD)")
+	cfg.readFlags(fs)
 	fs.BoolVar(&f.noAggregate, "no-aggregate", false, "one pay part per entry instead of sums per employee × code × rate")
 	fs.StringVar(&f.period, "period", "", "the file is the complete statement of its source's entries for PERIOD (2026-11, 2026-W45 or 2026-11-02..2026-11-15): entries of that source and period no longer in it are removed from payroll, rows dated outside it are warnings")
 	fs.StringVar(&f.source, "source", "", "the source the file is a statement of (default: the format or preset name)")
@@ -69,31 +63,6 @@ type importScope struct {
 }
 
 func (sc importScope) apply(im *worker.Importer) { im.Origin, im.Statement = sc.origin, sc.statement }
-
-func (f *importFlags) readOptions() (mapping.ReadOptions, error) {
-	o := mapping.ReadOptions{Format: mapping.Format(f.format), DecimalComma: f.decimalComma, DateFormat: f.dateFormat}
-	if f.format != "" {
-		ok := false
-		for _, k := range mapping.Formats {
-			ok = ok || k == o.Format
-		}
-		if !ok {
-			return o, usagef("import: --format %q: want one of json, ndjson, csv, toggl, clockify, harvest", f.format)
-		}
-	}
-	if f.delimiter != "" {
-		d := f.delimiter
-		if d == `\t` || d == "tab" {
-			d = "\t"
-		}
-		r, n := utf8.DecodeRuneInString(d)
-		if n != len(d) {
-			return o, usagef("import: --delimiter %q: want one character", f.delimiter)
-		}
-		o.Delimiter = r
-	}
-	return o, nil
-}
 
 // importReport is the outcome of mapping a set of files.
 type importReport struct {
@@ -166,7 +135,7 @@ func runImport(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	if len(files) == 0 {
 		return usagef("import: name at least one file, or - for standard input")
 	}
-	opts, err := f.readOptions()
+	opts, err := cfg.readOptions(f.format)
 	if err != nil {
 		return err
 	}

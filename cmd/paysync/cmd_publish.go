@@ -36,6 +36,7 @@ func runPublish(ctx context.Context, args []string, std stdio, env lookupEnv) er
 	fs.StringVar(&source, "source", "", "the <source> subject token (default: the file name)")
 	fs.StringVar(&company, "company", cfg.CompanyID, "company for entries without company_id (the <company> subject token; default \"default\")")
 	fs.StringVar(&prefix, "prefix", strings.TrimSuffix(cfg.NATSSubject, ".>"), "subject prefix (PAYSYNC_NATS_SUBJECT without .>)")
+	cfg.readFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -85,7 +86,11 @@ func runPublish(ctx context.Context, args []string, std stdio, env lookupEnv) er
 		} else if src == "" {
 			src = "stdin"
 		}
-		rd, _, err := mapping.NewReader(name, r, mapping.ReadOptions{Format: mapping.Format(format)})
+		opts, err := cfg.readOptions(format)
+		if err != nil {
+			return err
+		}
+		rd, _, err := mapping.NewReader(name, r, opts)
 		if err != nil {
 			return fmt.Errorf("publish: %w", err)
 		}

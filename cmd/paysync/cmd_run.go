@@ -27,6 +27,7 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 	fs.BoolVar(&once, "once", false, "poll the inbox once (looking twice, a second apart), deliver everything, and exit")
 	fs.StringVar(&cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "metrics and health listener; empty to disable (PAYSYNC_HTTP_ADDR)")
 	fs.StringVar(&rulesFile, "rules", cfg.Mapping, "mapping rules file (PAYSYNC_MAPPING)")
+	cfg.readFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -77,6 +78,10 @@ func newDaemon(cfg *config, s *session, rules *mapping.Rules, rm *runMetrics, on
 		Linger: cfg.BatchLinger, InFlight: cfg.InFlight, Observe: rm.observe, Logger: log, Now: time.Now}
 	dc.Statement, _ = cfg.inboxStatement() // checked by validateRun
 	dc.Cutoff, _ = cfg.cutoffSchedule()
+	var err error
+	if dc.Read, err = cfg.readOptions(""); err != nil {
+		return nil, nil, err
+	}
 	var in *inbox.Inbox
 	if cfg.Inbox != "" {
 		ic := inbox.Config{Dir: cfg.Inbox, Schedule: cfg.Schedule, Policy: inbox.Policy(cfg.FilePolicy), Logger: log, OnFile: rm.m.ObserveInboxFile}

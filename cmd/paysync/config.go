@@ -10,11 +10,14 @@ import (
 	"net/url"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/ledger"
+	"github.com/paysync/paysync/mapping"
 	"github.com/paysync/paysync/payroll"
 	"github.com/paysync/paysync/worker"
 	"github.com/paysync/paysync/worker/stream"
@@ -69,6 +72,11 @@ type config struct {
 	// entries for a period: a fixed one (2026-11, 2026-W45, a day range)
 	// or each row's month or week ("month", "week").
 	Period string `env:"PAYSYNC_PERIOD"`
+	// Reader settings for CSV exports, the same for import, the inbox and
+	// publish (flags override them).
+	DateFormat   string `env:"PAYSYNC_DATE_FORMAT"`
+	DecimalComma bool   `env:"PAYSYNC_DECIMAL_COMMA, default=false"`
+	Delimiter    string `env:"PAYSYNC_DELIMITER"`
 	// Send is when streamed entries become pay parts: immediate (as
 	// batches seal) or cutoff (held, and planned per period at the
 	// PAYSYNC_CUTOFF schedule).
@@ -298,6 +306,34 @@ func (c *config) inboxStatement() (*worker.PeriodStatement, error) {
 		return nil, usagef("config: PAYSYNC_PERIOD: %v, or month or week (each row's)", err)
 	}
 	return &worker.PeriodStatement{Period: p}, nil
+}
+
+// readFlags registers the reader settings' flags on fs, overriding
+// PAYSYNC_DATE_FORMAT, PAYSYNC_DECIMAL_COMMA and PAYSYNC_DELIMITER.
+func (c *config) readFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Delimiter, "delimiter", c.Delimiter, "CSV delimiter (PAYSYNC_DELIMITER; default: detect from the header)")
+	fs.BoolVar(&c.DecimalComma, "decimal-comma", c.DecimalComma, "numbers use a decimal comma, 7,5 (PAYSYNC_DECIMAL_COMMA)")
+	fs.StringVar(&c.DateFormat, "date-format", c.DateFormat, "date format of CSV files, e.g. DD/MM/YYYY (PAYSYNC_DATE_FORMAT; default YYYY-MM-DD)")
+}
+
+// readOptions are the reader settings, with format ("" detects it).
+func (c *config) readOptions(format string) (mapping.ReadOptions, error) {
+	o := mapping.ReadOptions{Format: mapping.Format(format), DecimalComma: c.DecimalComma, DateFormat: c.DateFormat}
+	if format != "" && !slices.Contains(mapping.Formats, o.Format) {
+		return o, usagef("--format %q: want one of json, ndjson, csv, toggl, clockify, harvest", format)
+	}
+	if c.Delimiter != "" {
+		d := c.Delimiter
+		if d == `\t` || d == "tab" {
+			d = "\t"
+		}
+		r, n := utf8.DecodeRuneInString(d)
+		if n != len(d) {
+			return o, usagef("--delimiter (PAYSYNC_DELIMITER) %q: want one character", c.Delimiter)
+		}
+		o.Delimiter = r
+	}
+	return o, nil
 }
 
 // cutoffSchedule is PAYSYNC_CUTOFF when PAYSYNC_SEND is cutoff (nil:
