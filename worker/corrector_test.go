@@ -429,9 +429,7 @@ func TestScope_RevertAndReplayPeriod(t *testing.T) {
 // its payroll id; a cutoff with nothing held does nothing.
 func TestCutoff_HoldsAndAggregates(t *testing.T) {
 	e := setup(t, sandbox.Options{})
-	mi := e.messageImporter(t)
-	mi.Hold = true
-	corr := &worker.Corrector{L: e.led, Mapper: mi.Mapper, Rules: mi.Rules, Wire: mi.Wire, BatchSize: 100}
+	mi, corr := e.holdingImporter(t)
 	pipe := &worker.Pipeline{L: e.led, D: e.deliverer(e.cl), Correct: corr.Run}
 	mette, lars := sandbox.EmpMetteHansen, sandbox.EmpLarsNielsen
 	send := func(bodies ...string) {
@@ -588,9 +586,7 @@ func TestCorrections_AggregateWithClosedHours(t *testing.T) {
 // cutoff does not pay it).
 func TestScope_RevertMessageInACutoffAggregate(t *testing.T) {
 	e := setup(t, sandbox.Options{})
-	mi := e.messageImporter(t)
-	mi.Hold = true
-	corr := &worker.Corrector{L: e.led, Mapper: mi.Mapper, Rules: mi.Rules, Wire: mi.Wire, BatchSize: 100}
+	mi, corr := e.holdingImporter(t)
 	d := e.deliverer(e.cl)
 	mette := sandbox.EmpMetteHansen
 	plan := func(body string) worker.Report {
@@ -634,4 +630,12 @@ func TestScope_RevertMessageInACutoffAggregate(t *testing.T) {
 	if got := e.payrollParts(); len(got) != 1 || got[mette+"|T1|8"] == "" {
 		t.Fatalf("after the next cutoff payroll holds %v, want the first's 8 still", got)
 	}
+}
+
+// holdingImporter is a message importer that holds entries for the cutoff
+// (PAYSYNC_SEND=cutoff), and its corrector.
+func (e *env) holdingImporter(t *testing.T) (*worker.MessageImporter, *worker.Corrector) {
+	mi := e.messageImporter(t)
+	mi.Hold = true
+	return mi, &worker.Corrector{L: e.led, Mapper: mi.Mapper, Rules: mi.Rules, Wire: mi.Wire, BatchSize: 100}
 }

@@ -20,13 +20,6 @@ import (
 func TestImport_PeriodStatement(t *testing.T) {
 	s := startSandbox(t, sandbox.Options{})
 	env := with(s.env, "PAYSYNC_LEDGER", filepath.Join(t.TempDir(), "ledger.db"))
-	write := func(name string, lines ...string) string {
-		p := filepath.Join(t.TempDir(), name)
-		if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
 	row := func(id, date, hours string) string {
 		return `{"id":"` + id + `","employee_id":"MV8xXzE=","date":"` + date + `","hours":"` + hours + `","code":"T1"}`
 	}
@@ -39,7 +32,7 @@ func TestImport_PeriodStatement(t *testing.T) {
 		}
 		return out
 	}
-	first := write("nov.ndjson", row("p1", "2026-11-02", "8"), row("p2", "2026-11-03", "2"), row("p0", "2026-10-31", "4"))
+	first := writeLines(t, "nov.ndjson", row("p1", "2026-11-02", "8"), row("p2", "2026-11-03", "2"), row("p0", "2026-10-31", "4"))
 	r := runInProcess(t, env, "import", "--period", "2026-11", first)
 	if r.code != 0 || !strings.Contains(r.stdout, "warning: "+first+":3: entry p0: dated 2026-10-31, outside 2026-11: not imported") {
 		t.Fatalf("first statement: exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -47,7 +40,7 @@ func TestImport_PeriodStatement(t *testing.T) {
 	if got := units(); len(got) != 1 || got[0] != "10" {
 		t.Fatalf("payroll holds %v, want one pay part of 10 (p1 + p2, not p0)", got)
 	}
-	second := write("nov2.ndjson", row("p1", "2026-11-02", "8"))
+	second := writeLines(t, "nov2.ndjson", row("p1", "2026-11-02", "8"))
 	r = runInProcess(t, env, "import", "--period", "2026-11", second)
 	if r.code != 0 || !strings.Contains(r.stdout, "1 entry no longer in the statement") {
 		t.Fatalf("second statement: exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -67,13 +60,6 @@ func TestImport_PeriodStatement(t *testing.T) {
 func TestPeriods_CloseRefusesCorrections(t *testing.T) {
 	s := startSandbox(t, sandbox.Options{})
 	env := with(s.env, "PAYSYNC_LEDGER", filepath.Join(t.TempDir(), "ledger.db"))
-	write := func(name string, lines ...string) string {
-		p := filepath.Join(t.TempDir(), name)
-		if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
 	row := func(id, emp, date, hours string) string {
 		return `{"id":"` + id + `","employee_id":"` + emp + `","date":"` + date + `","hours":"` + hours + `","code":"T1"}`
 	}
@@ -94,7 +80,7 @@ func TestPeriods_CloseRefusesCorrections(t *testing.T) {
 		}
 		return r
 	}
-	must(0, "import", write("oct-nov.ndjson",
+	must(0, "import", writeLines(t, "oct-nov.ndjson",
 		row("c1", sandbox.EmpMetteHansen, "2026-10-30", "8"), row("c2", sandbox.EmpMetteHansen, "2026-11-02", "6"),
 		row("c3", sandbox.EmpLarsNielsen, "2026-11-03", "4.5")))
 	var list struct {
@@ -121,7 +107,7 @@ func TestPeriods_CloseRefusesCorrections(t *testing.T) {
 	if !strings.Contains(r.stdout, "closed: 2026-10 (2026-10-01..2026-10-31)") || !strings.Contains(r.stdout, "October payroll run") {
 		t.Errorf("periods after close:\n%s", r.stdout)
 	}
-	fixed := write("oct-fix.ndjson", row("c1", sandbox.EmpMetteHansen, "2026-10-30", "7"))
+	fixed := writeLines(t, "oct-fix.ndjson", row("c1", sandbox.EmpMetteHansen, "2026-10-30", "7"))
 	r = must(1, "import", fixed)
 	if !strings.Contains(r.stdout, "in period 2026-10, closed on") || !strings.Contains(r.stdout, "paysync periods open 2026-10") {
 		t.Errorf("a correction to the closed period:\n%s%s", r.stdout, r.stderr)
@@ -131,7 +117,7 @@ func TestPeriods_CloseRefusesCorrections(t *testing.T) {
 	}
 	must(0, "periods", "open", "2026-10")
 	// The next export (other bytes: the same file again is a duplicate).
-	must(0, "import", write("oct-fix-again.ndjson", row("c1", sandbox.EmpMetteHansen, "2026-10-30", "7"), row("c3", sandbox.EmpLarsNielsen, "2026-11-03", "4.5")))
+	must(0, "import", writeLines(t, "oct-fix-again.ndjson", row("c1", sandbox.EmpMetteHansen, "2026-10-30", "7"), row("c3", sandbox.EmpLarsNielsen, "2026-11-03", "4.5")))
 	if got := payrollUnits(); got != "17.5" {
 		t.Fatalf("payroll holds %s units after the correction, want 17.5", got)
 	}
@@ -213,4 +199,15 @@ func TestCutoff_Config(t *testing.T) {
 	if r := runInProcess(t, env, "cutoff", "--yes"); r.code != 0 || !strings.Contains(r.stdout, "no entries are held") {
 		t.Errorf("cutoff with nothing held: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+}
+
+// writeLines writes lines (each ended by a line break) to a file name in a
+// new temporary directory and returns its path.
+func writeLines(t *testing.T, name string, lines ...string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
