@@ -201,8 +201,13 @@ func (p PayPart) Matches(in PayPartInput) bool {
 
 // Employee is a person on a company's payroll.
 type Employee struct {
-	ID       string    `json:"id"`
-	Name     string    `json:"name"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Number is payroll's own employee number (Danløn's medarbejdernummer;
+	// "" when the server serves none), Email the e-mail payroll holds:
+	// entries match people by them.
+	Number   string    `json:"number,omitempty"`
+	Email    string    `json:"email,omitempty"`
 	PayParts []PayPart `json:"pay_parts,omitempty"`
 }
 

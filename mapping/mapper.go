@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/paysync/paysync"
@@ -416,73 +415,4 @@ func (m *Mapper) employee(ctx context.Context, e paysync.Entry, l *Line, prob fu
 		return m.resolve(ctx, e, l, prob)
 	}
 	return err
-}
-
-func (m *Mapper) resolve(ctx context.Context, e paysync.Entry, l *Line, prob func(string, string, string) *Problem) error {
-	ce, err := m.cache.company(ctx, l.CompanyID)
-	switch {
-	case errors.Is(err, paysync.ErrCompanyNotFound):
-		return prob("company_id", fmt.Sprintf("company %s: %v", l.CompanyID, err), "check the company id (paysync companies lists them)")
-	case err != nil:
-		// Payroll could not say: not the entry's fault, so not a Problem.
-		return fmt.Errorf("read employees of company %s: %w", l.CompanyID, err)
-	}
-	er := m.rules.Employees
-	id, field, via := "", "", ""
-	switch {
-	case e.EmployeeID != "":
-		id, field, via = e.EmployeeID, "employee_id", "as given"
-	case e.EmployeeNumber != "" && er.ByNumber[e.EmployeeNumber] != "":
-		id, field, via = er.ByNumber[e.EmployeeNumber], "employee_number", "employees.by_number"
-	case e.Email != "" && er.ByEmail[fold(e.Email)] != "":
-		id, field, via = er.ByEmail[fold(e.Email)], "email", "employees.by_email"
-	case e.Name != "" && er.ByName[fold(e.Name)] != "":
-		id, field, via = er.ByName[fold(e.Name)], "name", "employees.by_name"
-	case er.MatchNames && e.Name != "":
-		matches := ce.byName[fold(e.Name)]
-		switch len(matches) {
-		case 1:
-			l.EmployeeID, l.EmployeeName = matches[0].ID, matches[0].Name
-			return nil
-		case 0:
-			return prob("name", fmt.Sprintf("no employee of company %s is named %q", l.CompanyID, e.Name), m.personHint(e))
-		default:
-			ids := make([]string, len(matches))
-			for i, mm := range matches {
-				ids[i] = mm.ID
-			}
-			sort.Strings(ids)
-			return prob("name", fmt.Sprintf("%q matches %d employees of company %s: %s", e.Name, len(matches), l.CompanyID, strings.Join(ids, ", ")), "map this person explicitly in employees.by_email, by_number or by_name")
-		}
-	default:
-		field = "employee"
-		if e.Email != "" {
-			field = "email"
-		} else if e.Name != "" {
-			field = "name"
-		} else if e.EmployeeNumber != "" {
-			field = "employee_number"
-		}
-		return prob(field, fmt.Sprintf("no payroll employee for %q", e.Employee()), m.personHint(e))
-	}
-	emp, ok := ce.byID[id]
-	if !ok {
-		return prob(field, fmt.Sprintf("employee %s (%s) is not in company %s", id, via, l.CompanyID), "check the employee id (paysync employees --company "+l.CompanyID+" lists them)")
-	}
-	l.EmployeeID, l.EmployeeName = emp.ID, emp.Name
-	return nil
-}
-
-func (m *Mapper) personHint(e paysync.Entry) string {
-	src := m.rules.Source
-	if src == "" {
-		return "give employee_id on the entry, or map the person in a rules file (employees.by_email / by_number / by_name), or list them in employees.ignore"
-	}
-	switch {
-	case e.Email != "":
-		return "add " + e.Email + " to employees.by_email in " + src + ", or to employees.ignore"
-	case e.EmployeeNumber != "":
-		return "add " + e.EmployeeNumber + " to employees.by_number in " + src + ", or to employees.ignore"
-	}
-	return "add the name to employees.by_name in " + src + " (or turn on employees.match_names), or to employees.ignore"
 }

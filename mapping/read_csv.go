@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/paysync/paysync"
 	"github.com/shopspring/decimal"
@@ -124,6 +125,7 @@ type cellParser struct {
 	decimalComma bool
 	dates        dateParser
 	dateHint     string
+	zone         *time.Location // the day of a timestamp cell
 }
 
 func (c *cellParser) problem(line int, id, field, msg, hint string) *Problem {
@@ -136,6 +138,9 @@ func (c *cellParser) date(line int, id, field, s string) (string, error) {
 	}
 	d, ok := c.dates.parse(s)
 	if !ok {
+		d, ok = zonedDate(s, c.zone)
+	}
+	if !ok {
 		return "", c.problem(line, id, field, fmt.Sprintf("%q is not a date in the format %s", s, c.dates.format()), c.dateHint)
 	}
 	return d, nil
@@ -145,12 +150,12 @@ func (c *cellParser) date(line int, id, field, s string) (string, error) {
 // setting (--decimal-comma) when the separator is what failed.
 func (c *cellParser) numberHint(s string) string {
 	if c.decimalComma {
-		return "write a number with a decimal comma, like 7,5, or turn off --decimal-comma"
+		return "write a number with a decimal comma, like 7,5, or turn off the decimal comma (" + settingDecimalComma.String() + ")"
 	}
 	if strings.Contains(s, ",") && !strings.Contains(s, ".") {
-		return "the file writes numbers with a decimal comma: turn on --decimal-comma"
+		return "the file writes numbers with a decimal comma: turn on the decimal comma (" + settingDecimalComma.String() + ")"
 	}
-	return "write a number with a decimal point, like 7.5 (for 7,5 turn on --decimal-comma)"
+	return "write a number with a decimal point, like 7.5 (for 7,5 turn on the decimal comma: " + settingDecimalComma.String() + ")"
 }
 
 func (c *cellParser) hours(line int, id, field, s string) (paysync.Hours, error) {
@@ -159,9 +164,9 @@ func (c *cellParser) hours(line int, id, field, s string) (paysync.Hours, error)
 		hint := "write decimal hours (" + c.numberExample() + ") or a duration like 7:30 or 7:30:00"
 		switch {
 		case c.decimalComma && strings.Contains(s, "."):
-			hint += ", or turn off --decimal-comma"
+			hint += ", or turn off the decimal comma (" + settingDecimalComma.String() + ")"
 		case !c.decimalComma && strings.Contains(s, ",") && !strings.Contains(s, "."):
-			hint = "the file writes numbers with a decimal comma: turn on --decimal-comma"
+			hint = "the file writes numbers with a decimal comma: turn on the decimal comma (" + settingDecimalComma.String() + ")"
 		}
 		return h, c.problem(line, id, field, err.Error(), hint)
 	}
@@ -354,8 +359,8 @@ func newCSVReader(source string, g *inputGuard, br *bufio.Reader, comma rune, op
 	if err != nil {
 		return nil, err
 	}
-	r := &csvReader{rows: rows, cells: cellParser{source: source, decimalComma: opts.DecimalComma, dates: dates,
-		dateHint: "dates must be " + dates.format() + "; set the date format (--date-format) to the one the file uses"}}
+	r := &csvReader{rows: rows, cells: cellParser{source: source, decimalComma: opts.DecimalComma, dates: dates, zone: opts.zone(),
+		dateHint: "dates must be " + dates.format() + "; set the date format (" + settingDateFormat.String() + ") to the one the file uses"}}
 	idx := rows.index()
 	used := make([]bool, len(rows.header))
 	var missing []string

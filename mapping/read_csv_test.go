@@ -43,7 +43,7 @@ func TestNewReader_CSV(t *testing.T) {
 		{file: "csv_bad_rows.csv", format: FormatCSV, want: []string{
 			"@2 id=1 employee_id=E1 date=2024-03-04 hours=27000s type=normal",
 			"@3 problem id=2 ~row has 4 fields, header has 5",
-			"@4 problem id=3 field=date ~\"2024-13-05\" is not a date in the format YYYY-MM-DD (dates must be YYYY-MM-DD; set the date format (--date-format)",
+			"@4 problem id=3 field=date ~\"2024-13-05\" is not a date in the format YYYY-MM-DD (dates must be YYYY-MM-DD; set the date format (--date-format, PAYSYNC_DATE_FORMAT",
 			"@5 problem id=4 field=hours ~\"7.5h\" is not a decimal number",
 			"@6 problem ~bare quote",
 			"@7 problem id=6 field=hours ~no hours, units, rate or amount",

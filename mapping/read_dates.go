@@ -3,6 +3,7 @@ package mapping
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // isoDate is the canonical date layout, and the default one.
@@ -200,4 +201,23 @@ func (p *dateParser) format() string {
 		names[i] = l.text
 	}
 	return strings.Join(names, " or ")
+}
+
+// zonedDate returns the date, YYYY-MM-DD, of an RFC 3339 timestamp with
+// its UTC offset (2026-11-02T23:30:00Z) in zone: the export's time zone
+// (--time-zone, PAYSYNC_TIME_ZONE or the rules' read.time_zone; UTC by
+// default) decides on which day, and so in which pay period, the entry
+// falls. A time without an offset is no timestamp here.
+func zonedDate(s string, zone *time.Location) (string, bool) {
+	if len(s) < len("2006-01-02T15:04Z") || (s[10] != 'T' && s[10] != 't') {
+		return "", false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return "", false
+	}
+	if zone == nil {
+		zone = time.UTC
+	}
+	return t.In(zone).Format(time.DateOnly), true
 }

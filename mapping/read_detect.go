@@ -54,8 +54,10 @@ func NewReader(source string, r io.Reader, opts ReadOptions) (Reader, Format, er
 		size = max(16, l.Len()+1)
 	}
 	br := bufio.NewReaderSize(g, size)
+	bom := false
 	if b, err := br.Peek(3); err == nil && string(b) == "\uFEFF" {
 		_, _ = br.Discard(3)
+		bom = true
 	}
 	first, found := firstByte(br)
 	if _, err := br.Peek(1); err != nil && err != io.EOF {
@@ -73,41 +75,65 @@ func NewReader(source string, r io.Reader, opts ReadOptions) (Reader, Format, er
 		case first == '{':
 			format = detectJSONObjects(br)
 		default:
+			// A tool's export is told by its header, whose names are
+			// ASCII in every encoding read here.
+			header := peekLine(br)
+			comma := opts.Delimiter
+			if comma == 0 {
+				comma = detectDelimiter(header)
+			}
 			format = FormatCSV
+			if validDelimiter(comma) {
+				format = detectPreset(header, comma)
+			}
 		}
 	}
+	// The settings for this format (the rules' read: block for it), then
+	// the text as UTF-8.
+	opts = opts.ForFormat(format)
+	br, note, err := decodeInput(br, opts.Encoding, bom, size)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", source, err)
+	}
+	var rd Reader
 	switch format {
 	case FormatJSON:
 		if empty {
 			return nil, "", fmt.Errorf("%s: empty input: want a JSON object or array", source)
 		}
-		return newJSONReader(source, g, br), format, nil
+		rd = newJSONReader(source, g, br, opts.zone())
 	case FormatNDJSON:
-		return newNDJSONReader(source, g, br), format, nil
-	}
-	header := peekLine(br)
-	comma := opts.Delimiter
-	if comma == 0 {
-		comma = detectDelimiter(header)
-	}
-	if !validDelimiter(comma) {
-		return nil, "", fmt.Errorf("%s: delimiter %q cannot separate CSV fields", source, comma)
-	}
-	if format == FormatCSV && auto {
-		format = detectPreset(header, comma)
-	}
-	var rd Reader
-	switch format {
-	case FormatCSV:
-		rd, err = newCSVReader(source, g, br, comma, opts)
+		rd = newNDJSONReader(source, g, br, opts.zone())
 	default:
-		rd, err = newPresetReader(format, source, g, br, comma, opts)
+		comma := opts.Delimiter
+		if comma == 0 {
+			comma = detectDelimiter(peekLine(br))
+		}
+		if !validDelimiter(comma) {
+			return nil, "", fmt.Errorf("%s: delimiter %q cannot separate CSV fields (set it with %s)", source, comma, settingDelimiter)
+		}
+		if format == FormatCSV {
+			rd, err = newCSVReader(source, g, br, comma, opts)
+		} else {
+			rd, err = newPresetReader(format, source, g, br, comma, opts)
+		}
+		if err != nil {
+			return nil, "", err
+		}
 	}
-	if err != nil {
-		return nil, "", err
+	if note != "" {
+		rd = notedReader{rd, []string{source + ": " + note}}
 	}
 	return rd, format, nil
 }
+
+// notedReader is a reader with notes for the report (Noter).
+type notedReader struct {
+	Reader
+	notes []string
+}
+
+func (r notedReader) Notes() []string { return r.notes }
 
 // checkFormat normalises a format name and refuses unknown ones.
 func checkFormat(f Format) (Format, error) {

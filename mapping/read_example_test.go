@@ -38,6 +38,6 @@ func ExampleNewReader() {
 	// Output:
 	// format: csv
 	// hours.csv:2 1 E1 2024-03-04 7.5 27000s
-	// problem: hours.csv:3: entry 2: date: "2024-13-01" is not a date in the format YYYY-MM-DD (dates must be YYYY-MM-DD; set the date format (--date-format) to the one the file uses)
+	// problem: hours.csv:3: entry 2: date: "2024-13-01" is not a date in the format YYYY-MM-DD (dates must be YYYY-MM-DD; set the date format (--date-format, PAYSYNC_DATE_FORMAT or the rules' read.date_format) to the one the file uses)
 	// hours.csv:4 3 E2 2024-03-05 0:20:00 1200s
 }

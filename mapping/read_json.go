@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/paysync/paysync"
 	"github.com/shopspring/decimal"
@@ -35,6 +36,7 @@ type jsonReader struct {
 	state  int
 	record int // elements of arrays read so far
 	pairs  []jsonPair
+	zone   *time.Location // the date of a "start" timestamp
 	err    error
 }
 
@@ -45,11 +47,11 @@ const (
 	jsonWrapperRest        // in a wrapper, after its entries
 )
 
-func newJSONReader(source string, g *inputGuard, br *bufio.Reader) *jsonReader {
+func newJSONReader(source string, g *inputGuard, br *bufio.Reader, zone *time.Location) *jsonReader {
 	c := &lineCounter{r: br}
 	dec := json.NewDecoder(c)
 	dec.UseNumber()
-	return &jsonReader{source: source, guard: g, count: c, dec: dec}
+	return &jsonReader{source: source, guard: g, count: c, dec: dec, zone: zone}
 }
 
 // lineCounter counts the newlines handed to the JSON decoder, so that the
@@ -154,7 +156,7 @@ func (r *jsonReader) Next() (paysync.Entry, error) {
 				return paysync.Entry{}, &Problem{Source: r.source, Line: r.record, Record: true, Msg: err.Error(),
 					Hint: "each element must be one entry object"}
 			}
-			return decodeEntry(pairs, r.source, r.record, true)
+			return decodeEntry(pairs, r.source, r.record, true, r.zone)
 		case jsonWrapperRest:
 			tok, err := r.dec.Token()
 			if err != nil {
@@ -182,7 +184,7 @@ func (r *jsonReader) topObject(line int) (e paysync.Entry, entry bool, err error
 			return paysync.Entry{}, false, r.fatal(err)
 		}
 		if tok == json.Delim('}') {
-			e, err := decodeEntry(pairs, r.source, line, false)
+			e, err := decodeEntry(pairs, r.source, line, false, r.zone)
 			return e, true, err
 		}
 		key, _ := tok.(string)
@@ -348,11 +350,12 @@ type ndjsonReader struct {
 	line   int
 	buf    []byte // a line longer than the read buffer
 	pairs  []jsonPair
+	zone   *time.Location
 	err    error
 }
 
-func newNDJSONReader(source string, g *inputGuard, br *bufio.Reader) *ndjsonReader {
-	return &ndjsonReader{source: source, guard: g, br: br}
+func newNDJSONReader(source string, g *inputGuard, br *bufio.Reader, zone *time.Location) *ndjsonReader {
+	return &ndjsonReader{source: source, guard: g, br: br, zone: zone}
 }
 
 // Next returns the next entry; a line that is not an entry object is a
@@ -385,7 +388,7 @@ func (r *ndjsonReader) Next() (paysync.Entry, error) {
 			return paysync.Entry{}, &Problem{Source: r.source, Line: r.line, Msg: perr.Error(),
 				Hint: "each line must be one complete JSON entry object"}
 		}
-		return decodeEntry(pairs, r.source, r.line, false)
+		return decodeEntry(pairs, r.source, r.line, false, r.zone)
 	}
 }
 
@@ -462,15 +465,15 @@ var isoLayout = strictLayout(isoDate)
 // first bad property, in document order, is the Problem; then the
 // required ones are checked: all of them for an entry, only the id for a
 // tombstone ("deleted": true), which names the entry it removes.
-func decodeEntry(pairs []jsonPair, source string, line int, record bool) (paysync.Entry, error) {
-	e, err := entryOf(pairs, source, line, record)
+func decodeEntry(pairs []jsonPair, source string, line int, record bool, zone *time.Location) (paysync.Entry, error) {
+	e, err := entryOf(pairs, source, line, record, zone)
 	if err != nil {
 		return paysync.Entry{}, err
 	}
 	return e, nil
 }
 
-func entryOf(pairs []jsonPair, source string, line int, record bool) (paysync.Entry, error) {
+func entryOf(pairs []jsonPair, source string, line int, record bool, zone *time.Location) (paysync.Entry, error) {
 	e := paysync.Entry{Source: source, Line: line}
 	prob := func(field, msg, hint string) error {
 		return &Problem{Source: source, Line: line, Record: record, EntryID: e.ID, Field: field, Msg: msg, Hint: hint}
@@ -592,6 +595,17 @@ func entryOf(pairs []jsonPair, source string, line int, record bool) (paysync.En
 			if err := setField(&e, p); err != nil {
 				return e, prob(p.key, err.Error(), "further properties must be a string, number or boolean: flatten it, or leave it out")
 			}
+		}
+	}
+	if e.Date == "" && !e.Deleted {
+		// No date: the day of "start", a timestamp, in the time zone.
+		if s, ok := e.Fields["start"]; ok {
+			d, ok := zonedDate(s, zone)
+			if !ok {
+				return e, prob("start", fmt.Sprintf("%q is not a time with a UTC offset, such as 2026-11-02T23:30:00Z, to take the date from", s),
+					"add \"date\": \"YYYY-MM-DD\", or write start in RFC 3339 with its offset")
+			}
+			e.Date = d
 		}
 	}
 	if e.Deleted {

@@ -88,7 +88,7 @@ var presets = map[Format]*presetSpec{
 		required: [][]int{{rUser}, {rEmail}, {rDate}, {rDuration}},
 		person:   [][]int{{rEmail}, {rUser}},
 		keyRoles: []int{rDate, rStartTime, rProject, rTask, rDescription},
-		dateHint: "Toggl writes YYYY-MM-DD; set the date format (--date-format) if this file was re-saved in another one",
+		dateHint: "Toggl writes YYYY-MM-DD; if this file was re-saved in another format, set " + settingDateFormat.String() + " to it",
 	},
 	FormatClockify: {
 		format: FormatClockify, name: "Clockify detailed report",
@@ -102,7 +102,7 @@ var presets = map[Format]*presetSpec{
 		required: [][]int{{rUser}, {rDate}, {rDuration, rDurationDec}},
 		person:   [][]int{{rEmail}, {rUser}},
 		keyRoles: []int{rDate, rStartTime, rProject, rTask, rDescription},
-		dateHint: "Clockify writes dates in the workspace's date format: set --date-format to it (e.g. DD/MM/YYYY or MM/DD/YYYY)",
+		dateHint: "Clockify writes dates in the workspace's date format: set " + settingDateFormat.String() + " to it (e.g. DD/MM/YYYY or MM/DD/YYYY)",
 	},
 	FormatHarvest: {
 		format: FormatHarvest, name: "Harvest detailed time report",
@@ -115,7 +115,7 @@ var presets = map[Format]*presetSpec{
 		required: [][]int{{rDate}, {rDuration}, {rFirst}, {rLast}},
 		person:   [][]int{{rEmployeeID}, {rFirst, rLast}},
 		keyRoles: []int{rDate, rProject, rTask, rDescription, rExtRef},
-		dateHint: "Harvest writes YYYY-MM-DD or M/D/YYYY; set the date format (--date-format) to the one the file uses",
+		dateHint: "Harvest writes YYYY-MM-DD or M/D/YYYY; set " + settingDateFormat.String() + " to the one the file uses",
 	},
 }
 
@@ -155,7 +155,7 @@ func newPresetReader(format Format, source string, g *inputGuard, br *bufio.Read
 		return nil, err
 	}
 	r := &presetReader{spec: spec, prefix: string(format) + "-", rows: rows,
-		cells: cellParser{source: source, decimalComma: opts.DecimalComma, dates: dates, dateHint: spec.dateHint}}
+		cells: cellParser{source: source, decimalComma: opts.DecimalComma, dates: dates, dateHint: spec.dateHint, zone: opts.zone()}}
 	for i := range r.col {
 		r.col[i] = -1
 	}

@@ -1,6 +1,8 @@
 package mapping
 
 import (
+	"time"
+
 	"github.com/paysync/paysync"
 )
 
@@ -40,4 +42,23 @@ type ReadOptions struct {
 	DecimalComma bool              // "7,5" means 7.5
 	DateFormat   string            // e.g. "YYYY-MM-DD" (default), "DD/MM/YYYY", "MM/DD/YYYY", "DD.MM.YYYY"
 	Columns      map[string]string // entry field → CSV header, for generic CSV (default: the field names)
+
+	// Encoding of the text (EncodingAuto: UTF-8, with or without a byte
+	// order mark, else Windows-1252, said in the reader's Notes).
+	Encoding Encoding
+	// TimeZone decides the date of a timestamp with an offset (a JSON
+	// "start", a CSV date cell such as 2026-11-02T23:30:00Z): nil is UTC.
+	TimeZone *time.Location
+
+	// ByFormat holds the options for a format whose own block the rules
+	// file's read: block has; NewReader applies them once it knows the
+	// format (EffectiveReadOptions fills it).
+	ByFormat map[Format]ReadOptions
+}
+
+// Noter is implemented by a reader that has something to say about how it
+// read its input, such as an encoding it detected: a line for the
+// import or inbox report.
+type Noter interface {
+	Notes() []string
 }

@@ -28,6 +28,9 @@ type Rules struct {
 	Employees EmployeeRules
 	Skip      SkipRules
 	Rules     []Rule
+	// Read are the reader settings of the read: block, in general and per
+	// format; EffectiveReadOptions lays flags and variables over them.
+	Read ReadBlock
 }
 
 // EmployeeRules resolve an entry's person to a payroll employee id.
@@ -147,7 +150,8 @@ type rulesFile struct {
 		Unapproved *bool `yaml:"unapproved"`
 		ZeroHours  *bool `yaml:"zero_hours"`
 	} `yaml:"skip"`
-	Rules []ruleYAML `yaml:"rules"`
+	Rules []ruleYAML  `yaml:"rules"`
+	Read  *sourceYAML `yaml:"read"` // interpreted by readBlock, for its lines
 }
 
 type ruleYAML struct {
@@ -271,6 +275,9 @@ func LoadRules(source string, r io.Reader) (*Rules, error) {
 			rs.Skip.ZeroHours = *s.ZeroHours
 		}
 	}
+	if f.Read != nil {
+		rs.Read = readBlock(f.Read.node, add)
+	}
 	defaults := 0
 	for i, ry := range f.Rules {
 		line := 0
@@ -329,6 +336,90 @@ func LoadRules(source string, r io.Reader) (*Rules, error) {
 		return nil, errors.Join(probs...)
 	}
 	return rs, nil
+}
+
+// readBlock reads the read: block: settings (date_format,
+// decimal_comma, delimiter, encoding, time_zone) for every input, and
+// blocks of them per format (toggl: {...}). Each bad value is a problem
+// with its line.
+func readBlock(n *yaml.Node, add func(line int, field, msg, hint string)) ReadBlock {
+	var b ReadBlock
+	if n.Kind != yaml.MappingNode {
+		add(n.Line, "read", "read: wants a mapping of reader settings", readHint)
+		return b
+	}
+	b.General = readSettingsOf(n, "read", add, true, &b)
+	return b
+}
+
+const readHint = "read: takes date_format, decimal_comma, delimiter, encoding and time_zone, and blocks of them per format (json, ndjson, csv, toggl, clockify, harvest)"
+
+// readSettingsOf reads one block of settings; at the top (general) it
+// also takes the per-format blocks into b.
+func readSettingsOf(n *yaml.Node, field string, add func(line int, field, msg, hint string), top bool, b *ReadBlock) ReadSettings {
+	var s ReadSettings
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		key := field + "." + k.Value
+		if f, err := checkFormat(Format(k.Value)); err == nil && f != FormatAuto {
+			if !top {
+				add(k.Line, key, "format blocks do not nest", readHint)
+				continue
+			}
+			if v.Kind != yaml.MappingNode {
+				add(v.Line, key, fmt.Sprintf("read.%s wants a mapping of reader settings", f), readHint)
+				continue
+			}
+			if b.Formats == nil {
+				b.Formats = make(map[Format]ReadSettings)
+			}
+			b.Formats[f] = readSettingsOf(v, key, add, false, nil)
+			continue
+		}
+		if v.Kind != yaml.ScalarNode {
+			add(v.Line, key, "want a single value", readHint)
+			continue
+		}
+		val := strings.TrimSpace(v.Value)
+		var one ReadSettings
+		switch k.Value {
+		case settingDateFormat.key:
+			one.DateFormat = val
+		case settingDecimalComma.key:
+			var on bool
+			if err := v.Decode(&on); err != nil {
+				add(v.Line, key, fmt.Sprintf("%q is not true or false", v.Value), "decimal_comma: true reads 7,5 as 7.5")
+				continue
+			}
+			one.DecimalComma = &on
+		case settingDelimiter.key:
+			one.Delimiter = v.Value // a space or tab is a delimiter too
+		case settingEncoding.key:
+			one.Encoding = val
+		case settingTimeZone.key:
+			one.TimeZone = val
+		default:
+			add(k.Line, key, fmt.Sprintf("unknown key %q", k.Value), readHint)
+			continue
+		}
+		if err := one.apply(&ReadOptions{}); err != nil {
+			add(v.Line, key, err.Error(), "")
+			continue
+		}
+		switch {
+		case one.DateFormat != "":
+			s.DateFormat = one.DateFormat
+		case one.DecimalComma != nil:
+			s.DecimalComma = one.DecimalComma
+		case one.Delimiter != "":
+			s.Delimiter = one.Delimiter
+		case one.Encoding != "":
+			s.Encoding = one.Encoding
+		case one.TimeZone != "":
+			s.TimeZone = one.TimeZone
+		}
+	}
+	return s
 }
 
 const sourceHint = `use hours, a number, {field: NAME}, or {product: [A, B]} with A, B among hours, units, rate or a number`

@@ -1,9 +1,25 @@
 package payroll
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // payPartSelection is what paysync reads of every pay part.
 const payPartSelection = `{ id code units rate amount employee { id name } }`
+
+// employeeSelection selects the employee number and e-mail the server
+// has, under fixed aliases (number, email) whatever it calls them.
+func employeeSelection(s Schema) string {
+	var b strings.Builder
+	if s.EmployeeNumberField != "" {
+		b.WriteString(" number: " + s.EmployeeNumberField)
+	}
+	if s.EmployeeEmailField != "" {
+		b.WriteString(" email: " + s.EmployeeEmailField)
+	}
+	return b.String()
+}
 
 // Operation names. Every document is constant for a given server schema:
 // values always travel as variables.
@@ -29,8 +45,8 @@ func buildDocuments(s Schema) documents {
 			`query Companies($company_ids: %s) { companies(company_ids: $company_ids) { id name } }`,
 			s.CompanyIDsType),
 		opCompanyEmployees: fmt.Sprintf(
-			`query CompanyEmployees($company_ids: %s, $employee_ids: %s) { companies(company_ids: $company_ids) { id name employees(employee_ids: $employee_ids) { id name } } }`,
-			s.CompanyIDsType, s.EmployeeIDsType),
+			`query CompanyEmployees($company_ids: %s, $employee_ids: %s) { companies(company_ids: $company_ids) { id name employees(employee_ids: $employee_ids) { id name%s } } }`,
+			s.CompanyIDsType, s.EmployeeIDsType, employeeSelection(s)),
 		opEmployeePayParts: fmt.Sprintf(
 			`query EmployeePayParts($company_ids: %s, $employee_ids: %s) { companies(company_ids: $company_ids) { id name employees(employee_ids: $employee_ids) { id name pay_parts %s } } }`,
 			s.CompanyIDsType, s.EmployeeIDsType, payPartSelection),

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/paysync/paysync"
 )
@@ -30,9 +31,28 @@ type wirePayPart struct {
 }
 
 type wireEmployee struct {
-	ID       string         `json:"id"`
-	Name     *string        `json:"name"`
-	PayParts []*wirePayPart `json:"pay_parts"`
+	ID       string          `json:"id"`
+	Name     *string         `json:"name"`
+	Number   json.RawMessage `json:"number"` // aliased: a String, ID or Int
+	Email    *string         `json:"email"`  // aliased
+	PayParts []*wirePayPart  `json:"pay_parts"`
+}
+
+// employeeNumber reads a number served as a string or as an Int.
+func employeeNumber(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return strings.TrimSpace(s), nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(raw, &n); err != nil {
+		return "", fmt.Errorf("employee number %s is neither a string nor a number", raw)
+	}
+	return n.String(), nil
 }
 
 type wireCompany struct {
@@ -105,7 +125,11 @@ func decodeCompanies(s Schema, op string, data json.RawMessage) ([]paysync.Compa
 			if we == nil {
 				continue
 			}
-			e := paysync.Employee{ID: we.ID, Name: str(we.Name)}
+			e := paysync.Employee{ID: we.ID, Name: str(we.Name), Email: strings.TrimSpace(str(we.Email))}
+			var err error
+			if e.Number, err = employeeNumber(we.Number); err != nil {
+				return nil, decodeErr(op, fmt.Errorf("employee %s: %w", we.ID, err))
+			}
 			pps, err := decodePayParts(s, we.PayParts)
 			if err != nil {
 				return nil, decodeErr(op, err)

@@ -223,7 +223,8 @@ type SchemaProbe struct {
 // ProbeSchema reads the schema the client works with, as it does before
 // its first call: by introspection, unless Config.Schema.NoProbe, with the
 // overrides applied. The detail is the dialect found (number types, the
-// *_allowed type, the input and id argument types). Err of a failure wraps
+// *_allowed type, the input and id argument types, the employee number
+// and e-mail fields). Err of a failure wraps
 // ErrSchemaProbe (it could not be read) or ErrWireMismatch (the server's
 // number types are not o.Want); of a warning, ErrSchemaUnverified (the
 // probe is off: the spec's defaults, not the server's).
@@ -243,7 +244,7 @@ func (c *Client) ProbeSchema(ctx context.Context, o SchemaProbe) paysync.Check {
 		detail += " (with " + o.OverridesName + " overrides)"
 	}
 	if c.cfg.Schema.NoProbe {
-		return c.checked(paysync.CheckWarn, ErrSchemaUnverified, nil, "%s", detail)
+		return c.checked(paysync.CheckWarn, ErrSchemaUnverified, nil, "%s; %s", detail, s.DescribeEmployees())
 	}
 	if o.Want != 0 {
 		var differ []string
@@ -260,7 +261,7 @@ func (c *Client) ProbeSchema(ctx context.Context, o SchemaProbe) paysync.Check {
 		}
 		detail += "; " + o.WantName + " agrees"
 	}
-	return c.checked(paysync.CheckOK, nil, nil, "%s", detail)
+	return c.checked(paysync.CheckOK, nil, nil, "%s; %s", detail, s.DescribeEmployees())
 }
 
 // CompanyProbe says which company ProbeCompany checks.

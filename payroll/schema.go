@@ -47,17 +47,24 @@ type Schema struct {
 	EnumValues  []string // its values
 
 	// Variable types, exactly as the server declares the arguments.
-	CompanyIDsType     string // companies(company_ids:)
-	EmployeeIDsType    string // Company.employees(employee_ids:)
-	PayPartsCompanyID  string // pay_parts(company_id:)
-	CreateCompanyID    string // create_pay_parts(company_id:)
-	PayPartsInputType  string // create_pay_parts(pay_parts:)
-	DeleteCompanyID    string // delete_pay_parts(company_id:)
-	PayPartIDsType     string // delete_pay_parts(pay_part_ids:)
-	InputTypeName      string // the named input type inside PayPartsInputType
-	DeleteReturns      string // the type delete_pay_parts returns
-	Source             string // "introspection" or "defaults"
-	intScaleOverridden bool
+	CompanyIDsType    string // companies(company_ids:)
+	EmployeeIDsType   string // Company.employees(employee_ids:)
+	PayPartsCompanyID string // pay_parts(company_id:)
+	CreateCompanyID   string // create_pay_parts(company_id:)
+	PayPartsInputType string // create_pay_parts(pay_parts:)
+	DeleteCompanyID   string // delete_pay_parts(company_id:)
+	PayPartIDsType    string // delete_pay_parts(pay_part_ids:)
+	InputTypeName     string // the named input type inside PayPartsInputType
+	DeleteReturns     string // the type delete_pay_parts returns
+	// Fields of Employee paysync reads beside id and name, "" when the
+	// server has none: the employee number (EmployeeNumberFields) and
+	// the e-mail (EmployeeEmailFields).
+	EmployeeNumberField string
+	EmployeeEmailField  string
+	Source              string          // "introspection" or "defaults"
+	employeeType        string          // Employee's type name, by introspection
+	employeeFields      map[string]bool // its scalar fields, by introspection
+	intScaleOverridden  bool
 }
 
 // DefaultSchema is the spec's reading: Float numbers, Boolean flags, and the
@@ -89,7 +96,20 @@ type SchemaOverrides struct {
 	IntScale  int32      // decimal places of Int numbers (default 2)
 	InputType string     // name of the PayPartInput type
 	IDType    string     // scalar of the ID arguments (e.g. "String" instead of "ID")
+	// EmployeeNumberField and EmployeeEmailField name Employee's number
+	// and e-mail fields ("none": read none), for servers without
+	// introspection; with it, a field named here must exist.
+	EmployeeNumberField string
+	EmployeeEmailField  string
 }
+
+// EmployeeNumberFields and EmployeeEmailFields are the names the probe
+// looks for on Employee, in this order: the spec's snake_case, camelCase,
+// and Danløn's public doc's domainId.
+var (
+	EmployeeNumberFields = []string{"employee_number", "employeeNumber", "domainId", "domain_id", "number"}
+	EmployeeEmailFields  = []string{"email", "e_mail", "email_address", "emailAddress"}
+)
 
 // Apply returns s with the overrides applied.
 func (o SchemaOverrides) Apply(s Schema) Schema {
@@ -113,6 +133,15 @@ func (o SchemaOverrides) Apply(s Schema) Schema {
 	if o.InputType != "" {
 		s.PayPartsInputType = strings.Replace(s.PayPartsInputType, s.InputTypeName, o.InputType, 1)
 		s.InputTypeName = o.InputType
+	}
+	for _, f := range []struct{ set, field *string }{{&o.EmployeeNumberField, &s.EmployeeNumberField}, {&o.EmployeeEmailField, &s.EmployeeEmailField}} {
+		switch *f.set {
+		case "":
+		case "none":
+			*f.field = ""
+		default:
+			*f.field = *f.set
+		}
 	}
 	if o.IDType != "" {
 		for _, p := range []*string{&s.CompanyIDsType, &s.EmployeeIDsType, &s.PayPartsCompanyID, &s.CreateCompanyID, &s.DeleteCompanyID, &s.PayPartIDsType} {
@@ -150,6 +179,19 @@ func (s Schema) Describe() string {
 		allowed = fmt.Sprintf("enum %s{%s}", s.AllowedEnum, strings.Join(s.EnumValues, ","))
 	}
 	return fmt.Sprintf("%s (from %s); *_allowed %s; pay_parts: %s", strings.Join(nums, " "), s.Source, allowed, s.PayPartsInputType)
+}
+
+// DescribeEmployees says which employee fields paysync reads beside id and
+// name, for people.
+func (s Schema) DescribeEmployees() string {
+	number, email := s.EmployeeNumberField, s.EmployeeEmailField
+	if number == "" {
+		number = "none"
+	}
+	if email == "" {
+		email = "none"
+	}
+	return fmt.Sprintf("employee number field %s, e-mail field %s", number, email)
 }
 
 const probeQuery = `query SchemaProbe {
@@ -294,6 +336,16 @@ func parseIntrospection(data []byte) (Schema, error) {
 		return Schema{}, e
 	}
 	s.EmployeeIDsType = must(arg(emps, "employee_ids"))
+	if et := emps.Type.named(); et != nil && types[*et.Name] != nil {
+		s.employeeType, s.employeeFields = *et.Name, map[string]bool{}
+		for _, f := range types[*et.Name].Fields {
+			if n := f.Type.named(); n != nil && n.Kind == "SCALAR" {
+				s.employeeFields[f.Name] = true
+			}
+		}
+		s.EmployeeNumberField = firstOf(s.employeeFields, EmployeeNumberFields)
+		s.EmployeeEmailField = firstOf(s.employeeFields, EmployeeEmailFields)
+	}
 	pp, e := field(q, "pay_parts")
 	if e != nil {
 		return Schema{}, e
@@ -402,6 +454,49 @@ func parseIntrospection(data []byte) (Schema, error) {
 	return s, nil
 }
 
+// CheckFieldOverride checks an employee field override: "" (the probe's),
+// "none", or a GraphQL field name.
+func CheckFieldOverride(name string) error {
+	if name == "" || name == "none" {
+		return nil
+	}
+	for i, r := range name {
+		if r != '_' && !('a' <= r && r <= 'z') && !('A' <= r && r <= 'Z') && (i == 0 || !('0' <= r && r <= '9')) {
+			return fmt.Errorf("%q is not a GraphQL field name or none", name)
+		}
+	}
+	return nil
+}
+
+// firstOf returns the first of names in fields, or "".
+func firstOf(fields map[string]bool, names []string) string {
+	for _, name := range names {
+		if fields[name] {
+			return name
+		}
+	}
+	return ""
+}
+
+// checkEmployeeFields refuses an override that names an employee field
+// the introspected server does not have: every employee read would fail.
+func (o SchemaOverrides) checkEmployeeFields(s Schema) error {
+	for _, f := range []struct{ env, name string }{
+		{"PAYSYNC_EMPLOYEE_NUMBER_FIELD", o.EmployeeNumberField}, {"PAYSYNC_EMPLOYEE_EMAIL_FIELD", o.EmployeeEmailField},
+	} {
+		if f.name == "" || f.name == "none" || s.employeeFields == nil || s.employeeFields[f.name] {
+			continue
+		}
+		have := make([]string, 0, len(s.employeeFields))
+		for k := range s.employeeFields {
+			have = append(have, k)
+		}
+		sort.Strings(have)
+		return fmt.Errorf("%s=%s: %s has no field %s (its fields: %s)", f.env, f.name, s.employeeType, f.name, strings.Join(have, ", "))
+	}
+	return nil
+}
+
 func numberEncoding(t *typeRef) (Encoding, error) {
 	n := t.named()
 	if n == nil || n.Kind != "SCALAR" {
@@ -427,6 +522,9 @@ func (c *Client) probe(ctx context.Context) (Schema, error) {
 		return Schema{}, err
 	}
 	s, err := parseIntrospection(data)
+	if err == nil {
+		err = c.cfg.Schema.checkEmployeeFields(s)
+	}
 	if err != nil {
 		return Schema{}, &Error{Op: "SchemaProbe", Class: Rejected, Index: -1, Reason: "unexpected schema: " + err.Error(), Err: err}
 	}

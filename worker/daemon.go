@@ -61,12 +61,18 @@ type DaemonConfig struct {
 	// refused (payroll.TokenSource.Revoked); nil: the sending loop alone
 	// tells.
 	TokenRevoked func() bool
+	// Connections, when set, is the payroll connections' /readyz
+	// condition (payroll.Router.Check): a revoked one names its companies,
+	// which wait while the others' batches keep flowing.
+	Connections func() error
 
 	Rules        *mapping.Rules
 	Company      string // the configured default company ("": the rules', else the account's current one)
 	BatchSize    int
 	AllOrNothing bool // the inbox's file policy: nothing of a file with a problem is committed
-	// Read are the inbox files' reader settings (PAYSYNC_DATE_FORMAT, …).
+	// Read are the reader settings of inbox files and NATS messages alike
+	// (mapping.EffectiveReadOptions: flags, PAYSYNC_DATE_FORMAT, …, the
+	// rules file's read: block).
 	Read mapping.ReadOptions
 	// Statement makes each inbox file a period statement (PAYSYNC_PERIOD).
 	Statement *PeriodStatement
@@ -175,7 +181,7 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 		}
 	}
 	if cfg.NATS != nil {
-		d.mi = &MessageImporter{L: cfg.Ledger, Rules: cfg.Rules, BatchSize: cfg.BatchSize, Hold: cfg.Cutoff != nil}
+		d.mi = &MessageImporter{L: cfg.Ledger, Rules: cfg.Rules, BatchSize: cfg.BatchSize, Hold: cfg.Cutoff != nil, Read: cfg.Read}
 		src, err := cfg.NATS(&MessageSink{mi: d.mi, wake: d.pipe.Wake, observe: cfg.Observe})
 		if err != nil {
 			return nil, err
@@ -302,6 +308,10 @@ func (d *Daemon) start(startCtx, runCtx context.Context) {
 // work, and should be closed.
 func (d *Daemon) Failed() <-chan error { return d.failed }
 
+// Wake tells the sending loop there is work now (the console recorded a
+// revert's or replay's batches).
+func (d *Daemon) Wake() { d.pipe.Wake() }
+
 // PollNow asks the inbox for a poll now (SIGHUP, SIGUSR1): one that begins
 // after the ask and takes a file that arrived before it (inbox RunNow).
 func (d *Daemon) PollNow() {
@@ -335,6 +345,9 @@ func (d *Daemon) Checks() []Check {
 			}
 			return nil
 		}},
+	}
+	if d.cfg.Connections != nil {
+		checks = append(checks, Check{Name: "payroll connections", Fn: d.cfg.Connections})
 	}
 	if d.in != nil {
 		checks = append(checks, Check{Name: "inbox", Fn: func() error { return d.in.Probe().Problem() }})

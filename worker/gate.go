@@ -21,6 +21,23 @@ func newCallGate(p Payroll, n int) *callGate {
 	return &callGate{Payroll: p, slots: make(chan struct{}, n)}
 }
 
+// companyPauser is a Payroll that serves companies through separate
+// connections (*payroll.Router): Paused says why a company's calls wait
+// (its connection was revoked, or none serves it); nil: they go.
+type companyPauser interface {
+	Paused(ctx context.Context, company string) error
+}
+
+var _ companyPauser = (*payroll.Router)(nil)
+
+// paused reports whether the company waits for its connection: the
+// pipeline then passes over its batches (they stay pending, no attempt is
+// recorded) while the other companies' go on.
+func (g *callGate) paused(ctx context.Context, company string) bool {
+	cp, ok := g.Payroll.(companyPauser)
+	return ok && cp.Paused(ctx, company) != nil
+}
+
 // enter waits for a slot. A context that ends first is returned as the
 // call's error: the Deliverer leaves the batch sending, and it is
 // reconciled, as for any call that may have gone out.

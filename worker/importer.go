@@ -71,9 +71,12 @@ type Report struct {
 	// period), Warnings says which (the first DefaultMaxProblems).
 	Removed int `json:"removed,omitempty"`
 	// Delta, in a preview, is what the corrections would change.
-	Delta    *Delta         `json:"delta,omitempty"`
-	Outside  int            `json:"outside_period,omitempty"`
-	Warnings []string       `json:"warnings,omitempty"`
+	Delta    *Delta   `json:"delta,omitempty"`
+	Outside  int      `json:"outside_period,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
+	// Notes say how the input was read where that was detected, not
+	// declared (an encoding): mapping.Noter.
+	Notes    []string       `json:"notes,omitempty"`
 	Skipped  map[string]int `json:"skipped"`
 	Problems []error        `json:"-"`
 	// ProblemsOmitted counts the problems beyond Importer.MaxProblems that
@@ -273,6 +276,9 @@ func (im *Importer) stream(ctx context.Context, kind paysync.SourceKind, name st
 		// Nothing to import: not even a rejected source is recorded.
 		rep.Problems = []error{err}
 		return rep, nil
+	}
+	if n, ok := rd.(mapping.Noter); ok {
+		rep.Notes = n.Notes()
 	}
 	if err := stageEntries(ctx, s, st, rd); err != nil {
 		return rep, cmp.Or(in.failed(name), err)

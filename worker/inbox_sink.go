@@ -58,7 +58,7 @@ func inboxImported(rep Report) inbox.Imported {
 		ImportID: rep.ImportID, RejectedAs: rep.RejectedAs, Duplicate: rep.Duplicate, ImportedAt: rep.ImportedAt,
 		Entries: rep.Entries, Mapped: rep.Mapped, Duplicates: rep.Duplicates, Skipped: rep.Skipped,
 		PayParts: rep.PayParts, Batches: len(rep.Batches),
-		Corrections: rep.Corrections, Removed: rep.Removed, Outside: rep.Outside, Warnings: rep.Warnings,
+		Corrections: rep.Corrections, Removed: rep.Removed, Outside: rep.Outside, Warnings: rep.Warnings, Notes: rep.Notes,
 		Problems: rep.ProblemList(), ProblemsOmitted: rep.ProblemsOmitted,
 	}
 }

@@ -36,6 +36,10 @@ type MessageImporter struct {
 	// Hold records mapped entries as held, with no pay parts, for the
 	// cutoff (PAYSYNC_SEND=cutoff) to plan per period.
 	Hold bool
+	// Read are the reader settings (mapping.EffectiveReadOptions), read
+	// with the format JSON: the time zone of "start" timestamps, the
+	// encoding.
+	Read mapping.ReadOptions
 }
 
 // Message is one streaming input.
@@ -183,7 +187,9 @@ func (mi *MessageImporter) read(ctx context.Context, m Message, rep *Report) *ms
 	// A message is all or nothing: one with any problem is refused.
 	r.s = newSourceIntake(step, r.in, mi.Rules, mi.Wire, rep, true, 0)
 	r.s.hold = mi.Hold
-	rd, _, err := mapping.NewReader(m.Name, bytes.NewReader(m.Payload), mapping.ReadOptions{Format: mapping.FormatJSON})
+	opts := mi.Read
+	opts.Format = mapping.FormatJSON // the rules' read: {json: ...} block applies
+	rd, _, err := mapping.NewReader(m.Name, bytes.NewReader(m.Payload), opts)
 	if err != nil {
 		r.s.problem(ledger.PhaseRead, err)
 		return r

@@ -226,7 +226,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		if lingering, err := p.L.Lingering(ctx); err == nil {
 			for company, at := range lingering {
 				next = min(next, max(time.Until(at.Add(p.Linger)), 0))
-				if p.isBusy(company) {
+				if p.isBusy(company) || p.gate.paused(ctx, company) {
 					continue
 				}
 				// While its batch lingers, take the company's snapshot (one
@@ -416,6 +416,9 @@ func (p *Pipeline) look(ctx context.Context, linger time.Duration) (int, error) 
 	// once, and the gate InFlight calls go out.
 	slices.SortFunc(companies, func(a, b string) int { return cmp.Compare(heads[a], heads[b]) })
 	for _, c := range companies {
+		if p.gate.paused(ctx, c) {
+			continue // its connection was revoked: its batches wait (gate.go)
+		}
 		p.mu.Lock()
 		if p.busy[c] {
 			p.again[c] = true
@@ -456,11 +459,13 @@ func (p *Pipeline) work(ctx context.Context, company string, ids []int64) {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
+	// A revoked connection of its own pauses this company only (gate.go).
+	waits := errors.Is(err, ErrRevoked) && p.gate.paused(ctx, company)
 	p.mu.Lock()
 	p.busy[company] = false
 	again := p.again[company]
 	delete(p.again, company)
-	if err != nil {
+	if err != nil && !waits {
 		p.errs = append(p.errs, err)
 	}
 	p.mu.Unlock()

@@ -43,7 +43,7 @@ func runMeta(ctx context.Context, args []string, io stdio, env lookupEnv) error 
 	if asJSON {
 		out := map[string]any{"pay_parts_meta": meta}
 		if showSchema {
-			out["schema"] = schema.Describe()
+			out["schema"] = schema.Describe() + "; " + schema.DescribeEmployees()
 		}
 		return writeJSON(io.out, out)
 	}
@@ -51,7 +51,7 @@ func runMeta(ctx context.Context, args []string, io stdio, env lookupEnv) error 
 		return err
 	}
 	if showSchema {
-		fmt.Fprintf(io.out, "\nschema: %s\n", schema.Describe())
+		fmt.Fprintf(io.out, "\nschema: %s; %s\n", schema.Describe(), schema.DescribeEmployees())
 	}
 	return nil
 }
@@ -92,6 +92,10 @@ func companySetup(ctx context.Context, name string, args []string, io stdio, env
 	}
 	if company != "" {
 		s.cfg.CompanyID = company
+		if err := s.useConnection(ctx, company, s.cfg.logger(io.err)); err != nil { // that company's connection (cmd_connect.go)
+			s.Close()
+			return nil, "", false, err
+		}
 	}
 	companyID, err = companyFor(ctx, s.cfg, s.cl)
 	if err != nil {
@@ -113,8 +117,12 @@ func runEmployees(ctx context.Context, args []string, io stdio, env lookupEnv) e
 	if asJSON {
 		return writeJSON(io.out, co)
 	}
+	schema, err := s.cl.Schema(ctx)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(io.out, "%s (%s): %d employees\n\n", co.Name, co.ID, len(co.Employees))
-	return writeEmployees(io.out, co.Employees)
+	return writeEmployees(io.out, co.Employees, schema.EmployeeNumberField != "", schema.EmployeeEmailField != "")
 }
 
 func runPayParts(ctx context.Context, args []string, io stdio, env lookupEnv) error {

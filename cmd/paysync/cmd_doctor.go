@@ -164,6 +164,7 @@ func runDoctor(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	d.checkBatches(ctx)
 	d.connect(ctx)
 	d.checkToken(ctx)
+	d.checkConnections(ctx) // cmd_connect.go
 	d.checkClient(ctx)
 	d.checkSchema(ctx)
 	d.checkCompany(ctx)
@@ -497,6 +498,9 @@ func (d *doctor) connect(ctx context.Context) {
 		return
 	}
 	pc.Store = d.tokenStore()
+	if st := d.connectionStore(ctx); st != nil { // no token configured: a stored connection's (cmd_connect.go)
+		pc.Store = st
+	}
 	if cfg.SchemaProbe {
 		// Read the server's own number types, to compare them with
 		// PAYSYNC_WIRE_NUMBERS.

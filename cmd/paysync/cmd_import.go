@@ -70,6 +70,7 @@ type importReport struct {
 	Problems       []problemJSON            `json:"problems"`
 	ImportedBefore []importedBefore         `json:"imported_before,omitempty"` // files of the same content imported before: nothing of them again
 	Warnings       []string                 `json:"warnings,omitempty"`        // rows a period statement does not import
+	Notes          []string                 `json:"notes,omitempty"`           // how a file was read where detected (an encoding)
 	// Delta is what the corrections would change in payroll: per employee
 	// × code the totals before and after, the pay parts to delete and to
 	// create (with the entries behind them).
@@ -135,15 +136,15 @@ func runImport(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	if len(files) == 0 {
 		return usagef("import: name at least one file, or - for standard input")
 	}
-	opts, err := cfg.readOptions(f.format)
-	if err != nil {
-		return err
-	}
 	scope, err := f.scope()
 	if err != nil {
 		return err
 	}
 	rules, err := loadRulesFile(f.rules)
+	if err != nil {
+		return err
+	}
+	opts, err := cfg.readOptions(f.format, rules)
 	if err != nil {
 		return err
 	}
@@ -243,6 +244,7 @@ func planImport(ctx context.Context, s *session, rules *mapping.Rules, company s
 		rep.Summary.Corrections += r.Corrections
 		rep.Summary.Outside += r.Outside
 		rep.Warnings = append(rep.Warnings, r.Warnings...)
+		rep.Notes = append(rep.Notes, r.Notes...)
 		if r.Delta != nil {
 			if rep.Delta == nil {
 				rep.Delta = &importDelta{}
@@ -463,6 +465,9 @@ func writeImportReport(w io.Writer, rep importReport) error {
 	}
 	for _, w2 := range rep.Warnings {
 		fmt.Fprintf(w, "warning: %s\n", w2)
+	}
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
 	}
 	for _, d := range rep.ImportedBefore {
 		when := ""

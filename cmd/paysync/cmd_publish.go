@@ -28,7 +28,7 @@ func runPublish(ctx context.Context, args []string, std stdio, env lookupEnv) er
 	if err != nil {
 		return err
 	}
-	var format, source, company, prefix string
+	var format, source, company, prefix, rulesFile string
 	fs := newFlagSet("publish", "publish [--source NAME] [--company ID] [--format F] FILE... (or - for standard input)", std)
 	var natsURL string
 	fs.StringVar(&natsURL, "nats-url", "", "NATS server(s) (default: NATS_URL; credentials belong in NATS_URL or NATS_CREDS, not on the command line)")
@@ -36,12 +36,21 @@ func runPublish(ctx context.Context, args []string, std stdio, env lookupEnv) er
 	fs.StringVar(&source, "source", "", "the <source> subject token (default: the file name)")
 	fs.StringVar(&company, "company", cfg.CompanyID, "company for entries without company_id (the <company> subject token; default \"default\")")
 	fs.StringVar(&prefix, "prefix", strings.TrimSuffix(cfg.NATSSubject, ".>"), "subject prefix (PAYSYNC_NATS_SUBJECT without .>)")
+	fs.StringVar(&rulesFile, "rules", cfg.Mapping, "mapping rules file (PAYSYNC_MAPPING): its read: block is read here as import and the inbox read it")
 	cfg.readFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return &usageError{err.Error()}
+	}
+	rules, err := loadRulesFile(rulesFile)
+	if err != nil {
+		return err
+	}
+	opts, err := cfg.readOptions(format, rules)
+	if err != nil {
+		return err
 	}
 	if natsURL != "" {
 		cfg.NATSURL = natsURL
@@ -86,13 +95,14 @@ func runPublish(ctx context.Context, args []string, std stdio, env lookupEnv) er
 		} else if src == "" {
 			src = "stdin"
 		}
-		opts, err := cfg.readOptions(format)
-		if err != nil {
-			return err
-		}
 		rd, _, err := mapping.NewReader(name, r, opts)
 		if err != nil {
 			return fmt.Errorf("publish: %w", err)
+		}
+		if n, ok := rd.(mapping.Noter); ok {
+			for _, note := range n.Notes() {
+				fmt.Fprintf(std.err, "paysync: publish: note: %s\n", note)
+			}
 		}
 		for {
 			e, err := rd.Next()

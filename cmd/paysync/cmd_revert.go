@@ -31,29 +31,21 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// targets resolves BATCH_ID or --import ID to batches (with split children).
-func targets(ctx context.Context, l *ledger.Ledger, what string, pos []string, importID int64) ([]ledger.Batch, error) {
+// target resolves BATCH_ID or --import ID (worker.RevertTargetOf).
+func target(ctx context.Context, l *ledger.Ledger, what string, pos []string, importID int64) (worker.RevertTarget, error) {
 	switch {
 	case importID != 0 && len(pos) > 0:
-		return nil, usagef("%s: give a batch id or --import ID, not both", what)
+		return worker.RevertTarget{}, usagef("%s: give a batch id or --import ID, not both", what)
 	case importID != 0:
-		if _, err := l.Source(ctx, importID); err != nil {
-			return nil, err
-		}
-		// Its replays (and re-drives) are recorded as imports of their
-		// own: reverting the import reverts them too.
-		return l.BatchesOfImport(ctx, importID)
+		return worker.RevertTargetOf(ctx, l, 0, importID)
 	case len(pos) == 1:
 		id, err := parseID(what, pos[0])
 		if err != nil {
-			return nil, err
+			return worker.RevertTarget{}, err
 		}
-		if _, err := l.Batch(ctx, id); err != nil {
-			return nil, err
-		}
-		return l.Family(ctx, id)
+		return worker.RevertTargetOf(ctx, l, id, 0)
 	}
-	return nil, usagef("%s: want BATCH_ID or --import ID", what)
+	return worker.RevertTarget{}, usagef("%s: want BATCH_ID or --import ID", what)
 }
 
 // confirm asks on a terminal; elsewhere (a pipe, /dev/null under cron or
@@ -115,77 +107,33 @@ func runRevert(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	if byPeriod {
 		return runScope(ctx, s, "revert", sc, mapping.DefaultRules(), dryRun, yes, io)
 	}
-	if importID != 0 {
-		src, err := s.led.Source(ctx, importID)
-		if err != nil {
-			return err
-		}
-		if src.Kind == paysync.SourceNATS {
-			// A message's pay parts are in batches it shares with other
-			// messages: its entries' pay parts are reverted, wherever they
-			// were batched.
-			return runScope(ctx, s, "revert", ledger.Scope{SourceID: importID}, mapping.DefaultRules(), dryRun, yes, io)
-		}
-	}
-	bs, err := targets(ctx, s.led, "revert", pos, importID)
+	tg, err := target(ctx, s.led, "revert", pos, importID)
 	if err != nil {
 		return err
 	}
-	var ids []int64
-	var items []ledger.Item
-	for _, b := range bs {
-		if b.State == paysync.BatchSplit {
-			continue
-		}
-		ids = append(ids, b.ID)
-		its, err := s.led.Items(ctx, b.ID)
-		if err != nil {
-			return err
-		}
-		for _, it := range its {
-			if it.State == paysync.PartCreated {
-				items = append(items, it)
-			}
-		}
+	if tg.Scope != nil {
+		// A message's pay parts are in batches it shares with other
+		// messages: its entries' pay parts are reverted, wherever they
+		// were batched.
+		return runScope(ctx, s, "revert", *tg.Scope, mapping.DefaultRules(), dryRun, yes, io)
 	}
 	// Read first: what still exists in payroll.
 	w := s.commandWaiter(io.err)
-	exists := map[string]bool{}
-	companies := map[string]bool{}
-	for _, it := range items {
-		if !companies[it.CompanyID] {
-			companies[it.CompanyID] = true
-			var pps []paysync.PayPart
-			err := w.Do(ctx, "the pay parts of company "+it.CompanyID, func(ctx context.Context) (err error) {
-				pps, err = s.cl.PayParts(ctx, it.CompanyID)
-				return err
-			})
-			if err != nil {
-				return s.startupErr(err)
-			}
-			for _, p := range pps {
-				exists[p.ID] = true
-			}
-		}
+	pv, err := worker.PreviewRevert(ctx, s.led, w, s.cl, tg.Batches)
+	if err != nil {
+		return s.startupErr(err)
 	}
+	ids, n := pv.Batches, pv.ToDelete
 	tb := newTable(io.out, "BATCH", "PAYROLL ID", "EMPLOYEE", "CODE", "UNITS", "RATE", "AMOUNT", "IN PAYROLL")
-	n := 0
-	for _, it := range items {
-		in := "gone (deleted by hand)"
-		switch {
-		case exists[it.PayrollID]:
-			in, n = "yes: will be deleted", n+1
-		case it.DeleteAttempt != 0:
-			in = "gone (deleted by an interrupted revert)"
-		}
-		tb.row(fmt.Sprint(it.BatchID), it.PayrollID, it.EmployeeName, it.Code, num(it.Units), num(it.Rate), num(it.Amount), in)
+	for _, r := range pv.Rows {
+		tb.row(fmt.Sprint(r.BatchID), r.PayrollID, r.EmployeeName, r.Code, num(r.Units), num(r.Rate), num(r.Amount), r.Status())
 	}
-	if len(items) > 0 {
+	if len(pv.Rows) > 0 {
 		if err := tb.flush(); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(io.out, "\n%s of batches %v: %d to delete, %d already gone\n", plural(len(items), "pay part", "pay parts"), ids, n, len(items)-n)
+	fmt.Fprintf(io.out, "\n%s\n", pv.Summary())
 	if dryRun {
 		return nil
 	}
@@ -277,12 +225,16 @@ func runReplay(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 			// Its input is taken again the way it came: a message as the
 			// daemon takes messages (for the subject's company), a file as
 			// the inbox takes files.
+			read, err := cfg.readOptions("", rules) // read again as the inbox and the NATS consumer read
+			if err != nil {
+				return err
+			}
 			drive := func(preview func(paysync.PlannedPayPart) error) (worker.Report, error) {
 				if src.Kind == paysync.SourceNATS {
-					mi := &worker.MessageImporter{L: s.led, Mapper: mapper, Rules: rules, Wire: schema, BatchSize: cfg.BatchSize}
+					mi := &worker.MessageImporter{L: s.led, Mapper: mapper, Rules: rules, Wire: schema, BatchSize: cfg.BatchSize, Read: read}
 					return worker.RedriveMessage(ctx, s.led, mi, d, src, stream.CompanyOf(src.Name), preview)
 				}
-				im := &worker.Importer{L: s.led, D: d, Mapper: mapper, Rules: rules, Wire: schema, BatchSize: cfg.BatchSize}
+				im := &worker.Importer{L: s.led, D: d, Mapper: mapper, Rules: rules, Wire: schema, BatchSize: cfg.BatchSize, Read: read}
 				return worker.Redrive(ctx, s.led, im, src, preview)
 			}
 			return redrive(ctx, s, d, finishLeftovers, src, drive, dryRun, yes, asJSON, io)

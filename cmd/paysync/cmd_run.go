@@ -58,12 +58,14 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 	if err != nil {
 		return err
 	}
+	stopConsole := serveConsole(ctx, loadConsoleSettings(env), s, d, rules, &cfg, log, io)
+	stopListeners := func(ctx context.Context) { stopConsole(ctx); stopHTTP(ctx) }
 	if err := d.Start(ctx); err != nil {
-		stopHTTP(ctx)
+		stopListeners(ctx)
 		return ownershipHint(err)
 	}
 	runErr := untilStopped(ctx, d, level, log)
-	stopDaemon(ctx, d, stopHTTP, cfg.ShutdownGrace, log)
+	stopDaemon(ctx, d, stopListeners, cfg.ShutdownGrace, log)
 	return runErr
 }
 
@@ -78,8 +80,11 @@ func newDaemon(cfg *config, s *session, rules *mapping.Rules, rm *runMetrics, on
 		Linger: cfg.BatchLinger, InFlight: cfg.InFlight, Observe: rm.observe, Logger: log, Now: time.Now}
 	dc.Statement, _ = cfg.inboxStatement() // checked by validateRun
 	dc.Cutoff, _ = cfg.cutoffSchedule()
+	if err := s.routeDaemon(&dc, rm, log); err != nil { // payroll connections per company (cmd_connect.go)
+		return nil, nil, err
+	}
 	var err error
-	if dc.Read, err = cfg.readOptions(""); err != nil {
+	if dc.Read, err = cfg.readOptions("", rules); err != nil {
 		return nil, nil, err
 	}
 	var in *inbox.Inbox

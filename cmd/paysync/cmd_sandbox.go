@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,10 +64,12 @@ func runSandbox(ctx context.Context, args []string, io stdio, _ lookupEnv) error
 		opts                   sandbox.Options
 		faults                 faultList
 	)
-	fs := newFlagSet("sandbox", "sandbox [--addr 127.0.0.1:8765] [--numbers float|int] [--allowed boolean|enum] [--fault SPEC]...", io)
+	fs := newFlagSet("sandbox", "sandbox [--addr 127.0.0.1:8765] [--numbers float|int] [--allowed boolean|enum] [--employee-number-field NAME|none] [--fault SPEC]...", io)
 	fs.StringVar(&addr, "addr", "127.0.0.1:8765", "listen address (keep it on loopback: the sandbox has no real security)")
 	fs.StringVar(&numbers, "numbers", "float", "how units/rate/amount are typed: float, or int (hundredths)")
 	fs.StringVar(&allowed, "allowed", "boolean", "how *_allowed is typed: boolean, or enum (MANDATORY/OPTIONAL/FORBIDDEN)")
+	fs.StringVar(&opts.EmployeeNumberField, "employee-number-field", "employee_number", "the field employees serve their number under: employee_number, domainId (Danløn's public doc), "+
+		"or none (also employeeNumber, domain_id, number)")
 	fs.BoolVar(&opts.Rotate, "rotate", true, "rotate refresh tokens on every refresh (Keycloak 'Revoke Refresh Token')")
 	fs.DurationVar(&opts.AccessTTL, "access-ttl", 5*time.Minute, "access token lifetime")
 	fs.StringVar(&opts.Realm, "realm", "danlon-sandbox", "OAuth2 realm")
@@ -96,6 +99,9 @@ func runSandbox(ctx context.Context, args []string, io stdio, _ lookupEnv) error
 	default:
 		return usagef("sandbox: --allowed %q: want boolean or enum", allowed)
 	}
+	if f := opts.EmployeeNumberField; f != "none" && !slices.Contains(sandbox.EmployeeNumberFields, f) {
+		return usagef("sandbox: --employee-number-field %q: want none or one of %s", f, strings.Join(sandbox.EmployeeNumberFields, ", "))
+	}
 	if host, _, err := net.SplitHostPort(addr); err != nil {
 		return usagef("sandbox: --addr %q: %v", addr, err)
 	} else if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
@@ -108,8 +114,8 @@ func runSandbox(ctx context.Context, args []string, io stdio, _ lookupEnv) error
 		return fmt.Errorf("sandbox: %w", err)
 	}
 	o := sb.Options()
-	fmt.Fprintf(io.out, "paysync sandbox: payroll API at %s/graphql (numbers %s, allowed %s, rotation %v, access tokens %s)\n",
-		base, numbers, allowed, o.Rotate, o.AccessTTL)
+	fmt.Fprintf(io.out, "paysync sandbox: payroll API at %s/graphql (numbers %s, allowed %s, employee number field %s, rotation %v, access tokens %s)\n",
+		base, numbers, allowed, o.EmployeeNumberField, o.Rotate, o.AccessTTL)
 	if len(faults) > 0 {
 		var ks []string
 		for _, f := range faults {

@@ -223,6 +223,9 @@ func writeSendSummary(w io.Writer, sum sendSummary) {
 		for _, wa := range r.Warnings {
 			fmt.Fprintf(w, "warning: %s\n", wa)
 		}
+		for _, n := range r.Notes {
+			fmt.Fprintf(w, "note: %s\n", n)
+		}
 		if r.Outside > len(r.Warnings) {
 			fmt.Fprintf(w, "warning: … and %s outside the period, not imported\n", plural(r.Outside-len(r.Warnings), "more row", "more rows"))
 		}

@@ -11,9 +11,9 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/ledger"
@@ -64,6 +64,11 @@ type config struct {
 	// failures; the daemon waits as long as it takes.
 	StartupTimeout time.Duration `env:"PAYSYNC_STARTUP_TIMEOUT, default=1m"`
 
+	// Employee fields read beside id and name ("none": not read), for
+	// servers without introspection; default from the probe.
+	EmployeeNumberField string `env:"PAYSYNC_EMPLOYEE_NUMBER_FIELD"`
+	EmployeeEmailField  string `env:"PAYSYNC_EMPLOYEE_EMAIL_FIELD"`
+
 	// The daemon (paysync run).
 	Inbox      string `env:"PAYSYNC_INBOX"`
 	Schedule   string `env:"PAYSYNC_SCHEDULE, default=@every 1m"`
@@ -72,11 +77,14 @@ type config struct {
 	// entries for a period: a fixed one (2026-11, 2026-W45, a day range)
 	// or each row's month or week ("month", "week").
 	Period string `env:"PAYSYNC_PERIOD"`
-	// Reader settings for CSV exports, the same for import, the inbox and
-	// publish (flags override them).
+	// Reader settings, the same for import, the inbox, publish and the NATS
+	// consumer: flags override them, and they override the rules file's
+	// read: block (mapping.EffectiveReadOptions). Empty: not set here.
 	DateFormat   string `env:"PAYSYNC_DATE_FORMAT"`
-	DecimalComma bool   `env:"PAYSYNC_DECIMAL_COMMA, default=false"`
+	DecimalComma string `env:"PAYSYNC_DECIMAL_COMMA"` // true or false
 	Delimiter    string `env:"PAYSYNC_DELIMITER"`
+	Encoding     string `env:"PAYSYNC_ENCODING"`
+	TimeZone     string `env:"PAYSYNC_TIME_ZONE"`
 	// Send is when streamed entries become pay parts: immediate (as
 	// batches seal) or cutoff (held, and planned per period at the
 	// PAYSYNC_CUTOFF schedule).
@@ -101,6 +109,10 @@ type config struct {
 	NATSBind       bool          `env:"PAYSYNC_NATS_BIND, default=false"`
 	NATSAckWait    time.Duration `env:"PAYSYNC_NATS_ACK_WAIT, default=30s"`
 	NATSFilter     string        `env:"PAYSYNC_NATS_FILTER"`
+
+	// MarketplaceURL is where `paysync connect` sends the browser to
+	// choose the company (select-company) and trades its code (code2token).
+	MarketplaceURL string `env:"PAYSYNC_MARKETPLACE_URL, default=https://danlon.lessor.dk"`
 
 	onCall func(op string, class payroll.Class, status int, d time.Duration) // metrics hook, set by run
 
@@ -203,6 +215,11 @@ func (c *config) validate() error {
 	if c.WireIntScale < 0 || c.WireIntScale > 6 {
 		return varErrorf("PAYSYNC_WIRE_INT_SCALE", "config: PAYSYNC_WIRE_INT_SCALE: %d is outside 0..6", c.WireIntScale)
 	}
+	for _, f := range []struct{ env, v string }{{"PAYSYNC_EMPLOYEE_NUMBER_FIELD", c.EmployeeNumberField}, {"PAYSYNC_EMPLOYEE_EMAIL_FIELD", c.EmployeeEmailField}} {
+		if err := payroll.CheckFieldOverride(f.v); err != nil {
+			return varErrorf(f.env, "config: %s: %v", f.env, err)
+		}
+	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return varErrorf("PAYSYNC_LOG_LEVEL", "config: PAYSYNC_LOG_LEVEL: %v", err)
 	}
@@ -249,6 +266,9 @@ func (c *config) payrollConfig(log *slog.Logger) (payroll.Config, error) {
 			IntScale:  c.WireIntScale,
 			InputType: c.InputType,
 			IDType:    c.IDType,
+
+			EmployeeNumberField: c.EmployeeNumberField,
+			EmployeeEmailField:  c.EmployeeEmailField,
 		},
 	}
 	if c.WireNumbers != "auto" {
@@ -309,29 +329,64 @@ func (c *config) inboxStatement() (*worker.PeriodStatement, error) {
 }
 
 // readFlags registers the reader settings' flags on fs, overriding
-// PAYSYNC_DATE_FORMAT, PAYSYNC_DECIMAL_COMMA and PAYSYNC_DELIMITER.
+// PAYSYNC_DATE_FORMAT, PAYSYNC_DECIMAL_COMMA, PAYSYNC_DELIMITER,
+// PAYSYNC_ENCODING and PAYSYNC_TIME_ZONE.
 func (c *config) readFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Delimiter, "delimiter", c.Delimiter, "CSV delimiter (PAYSYNC_DELIMITER; default: detect from the header)")
-	fs.BoolVar(&c.DecimalComma, "decimal-comma", c.DecimalComma, "numbers use a decimal comma, 7,5 (PAYSYNC_DECIMAL_COMMA)")
-	fs.StringVar(&c.DateFormat, "date-format", c.DateFormat, "date format of CSV files, e.g. DD/MM/YYYY (PAYSYNC_DATE_FORMAT; default YYYY-MM-DD)")
+	fs.StringVar(&c.Delimiter, "delimiter", c.Delimiter, "CSV delimiter (PAYSYNC_DELIMITER, rules read.delimiter; default: detect from the header)")
+	fs.Var(boolText{&c.DecimalComma}, "decimal-comma", "numbers use a decimal comma, 7,5 (PAYSYNC_DECIMAL_COMMA, rules read.decimal_comma)")
+	fs.StringVar(&c.DateFormat, "date-format", c.DateFormat, "date format of CSV files, e.g. DD/MM/YYYY (PAYSYNC_DATE_FORMAT, rules read.date_format; default YYYY-MM-DD)")
+	fs.StringVar(&c.Encoding, "encoding", c.Encoding, "text encoding: auto, utf-8, windows-1252 or iso-8859-1 (PAYSYNC_ENCODING, rules read.encoding; default auto)")
+	fs.StringVar(&c.TimeZone, "time-zone", c.TimeZone, "IANA time zone deciding the date of timestamps with an offset, e.g. Europe/Copenhagen (PAYSYNC_TIME_ZONE, rules read.time_zone; default UTC)")
 }
 
-// readOptions are the reader settings, with format ("" detects it).
-func (c *config) readOptions(format string) (mapping.ReadOptions, error) {
-	o := mapping.ReadOptions{Format: mapping.Format(format), DecimalComma: c.DecimalComma, DateFormat: c.DateFormat}
-	if format != "" && !slices.Contains(mapping.Formats, o.Format) {
-		return o, usagef("--format %q: want one of json, ndjson, csv, toggl, clockify, harvest", format)
+// boolText is a boolean flag kept as text, so that "not given" stays
+// apart from false: the rules file's read: block decides then.
+type boolText struct{ p *string }
+
+func (b boolText) String() string {
+	if b.p == nil {
+		return ""
 	}
-	if c.Delimiter != "" {
-		d := c.Delimiter
-		if d == `\t` || d == "tab" {
-			d = "\t"
+	return *b.p
+}
+
+func (b boolText) Set(v string) error {
+	if _, err := strconv.ParseBool(v); err != nil {
+		return fmt.Errorf("%q is not true or false", v)
+	}
+	*b.p = v
+	return nil
+}
+
+func (b boolText) IsBoolFlag() bool { return true }
+
+// readSettings are the reader settings of flags and environment.
+func (c *config) readSettings() (mapping.ReadSettings, error) {
+	s := mapping.ReadSettings{DateFormat: c.DateFormat, Delimiter: c.Delimiter, Encoding: c.Encoding, TimeZone: c.TimeZone}
+	if c.DecimalComma != "" {
+		on, err := strconv.ParseBool(c.DecimalComma)
+		if err != nil {
+			return s, varErrorf("PAYSYNC_DECIMAL_COMMA", "config: PAYSYNC_DECIMAL_COMMA: %q is not true or false", c.DecimalComma)
 		}
-		r, n := utf8.DecodeRuneInString(d)
-		if n != len(d) {
-			return o, usagef("--delimiter (PAYSYNC_DELIMITER) %q: want one character", c.Delimiter)
-		}
-		o.Delimiter = r
+		s.DecimalComma = &on
+	}
+	return s, nil
+}
+
+// readOptions are the effective reader settings for format ("" detects
+// it): flags over variables over the rules file's read: block, by the
+// one function every path uses (mapping.EffectiveReadOptions).
+func (c *config) readOptions(format string, rules *mapping.Rules) (mapping.ReadOptions, error) {
+	if format != "" && !slices.Contains(mapping.Formats, mapping.Format(format)) {
+		return mapping.ReadOptions{}, usagef("--format %q: want one of json, ndjson, csv, toggl, clockify, harvest", format)
+	}
+	s, err := c.readSettings()
+	if err != nil {
+		return mapping.ReadOptions{}, err
+	}
+	o, err := mapping.EffectiveReadOptions(mapping.Format(format), s, rules)
+	if err != nil {
+		return o, usagef("config: %v", err)
 	}
 	return o, nil
 }
@@ -466,6 +521,10 @@ func (cfg *config) connect(ctx context.Context, io stdio, needLedger bool) (*ses
 	if s.cl, err = payroll.New(pc); err != nil {
 		s.Close()
 		return nil, usagef("config: %v", err)
+	}
+	if err := s.useConnection(ctx, cfg.CompanyID, pc.Logger); err != nil { // no token configured: a stored connection (cmd_connect.go)
+		s.Close()
+		return nil, err
 	}
 	return s, nil
 }

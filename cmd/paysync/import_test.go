@@ -89,7 +89,7 @@ func TestImport_BadInput(t *testing.T) {
 	want := []*regexp.Regexp{
 		regexp.MustCompile(`testdata/import/bad.csv:2: entry b-1: code: unknown pay code "T9".*\(fix the code of rule "typo" in .*bad-rules.yaml:8`),
 		regexp.MustCompile(`testdata/import/bad.csv:3: entry b-2: amount: code T1 does not take amount.*\(remove amount`),
-		regexp.MustCompile(`testdata/import/bad.csv:4: entry b-3: email: no payroll employee for "nobody@nordlys.dk" \(add nobody@nordlys.dk to employees.by_email`),
+		regexp.MustCompile(`testdata/import/bad.csv:4: entry b-3: email: no payroll employee for "nobody@nordlys.dk": tried employees.by_email, payroll's e-mails \(none is nobody@nordlys.dk\).* \(add nobody@nordlys.dk to employees.by_email`),
 		regexp.MustCompile(`testdata/import/bad.csv:5: entry b-4: name: "Peter Madsen" matches 2 employees of company MV8y: MV8yXzM=, MV8yXzQ= \(map this person`),
 		regexp.MustCompile(`testdata/import/bad.csv:6: entry b-5: date: .*\(`),
 	}

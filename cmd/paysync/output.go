@@ -93,10 +93,24 @@ func writeMeta(w io.Writer, meta []paysync.PayPartMeta) error {
 	return t.flush()
 }
 
-func writeEmployees(w io.Writer, emps []paysync.Employee) error {
-	t := newTable(w, "EMPLOYEE ID", "NAME")
+// writeEmployees lists employees, with payroll's employee number and
+// e-mail when the server has them (number, email), so that a by_number
+// table can be written from it.
+func writeEmployees(w io.Writer, emps []paysync.Employee, number, email bool) error {
+	cols := func(id, num, name, mail string) []string {
+		out := []string{id}
+		if number {
+			out = append(out, num)
+		}
+		out = append(out, name)
+		if email {
+			out = append(out, mail)
+		}
+		return out
+	}
+	t := newTable(w, cols("EMPLOYEE ID", "NUMBER", "NAME", "E-MAIL")...)
 	for _, e := range emps {
-		t.row(e.ID, e.Name)
+		t.row(cols(e.ID, e.Number, e.Name, e.Email)...)
 	}
 	return t.flush()
 }

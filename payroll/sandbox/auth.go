@@ -42,6 +42,7 @@ func userFrom(ctx context.Context) string {
 type session struct {
 	id      string
 	user    string
+	company string // "": every company of the user; else only this one (a connection's scope)
 	refresh string // current refresh token
 }
 
@@ -60,6 +61,8 @@ type authority struct {
 	sessions map[string]*session    // by current refresh token
 	access   map[string]accessToken // by access token
 	spent    map[string]string      // refresh tokens rotated away -> their session's id
+	codes    map[string]authCode    // authorization codes (connect.go)
+	mcodes   map[string]authCode    // marketplace codes of select-company (connect.go)
 }
 
 // maxSpent bounds the memory of rotated-away refresh tokens.
@@ -72,6 +75,8 @@ func newAuthority(opts Options) *authority {
 		sessions: map[string]*session{},
 		access:   map[string]accessToken{},
 		spent:    map[string]string{},
+		codes:    map[string]authCode{},
+		mcodes:   map[string]authCode{},
 	}
 }
 
@@ -155,7 +160,7 @@ func (a *authority) issueAccess(s session) string {
 	}
 	tok := randomToken()
 	exp := now.Add(a.opts.AccessTTL)
-	a.access[tok] = accessToken{user: s.user, session: s.id, expires: exp}
+	a.access[tok] = accessToken{user: principal(s.user, s.company), session: s.id, expires: exp}
 	return tok
 }
 
@@ -202,6 +207,8 @@ func (a *authority) revokeAll() {
 	clear(a.sessions)
 	clear(a.access)
 	clear(a.spent)
+	clear(a.codes)
+	clear(a.mcodes)
 }
 
 // clientOK authenticates the client by HTTP Basic (RFC 6749 §2.3.1:
@@ -263,7 +270,8 @@ func (s *Server) tokenError(w http.ResponseWriter, status int, code, desc string
 	writeJSON(w, status, oauthError{Error: code, Description: desc})
 }
 
-// handleToken serves the token endpoint: password and refresh_token grants.
+// handleToken serves the token endpoint: password, authorization_code
+// (connect.go) and refresh_token grants.
 func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 	if !s.tokenRequest(w, r) {
 		return
@@ -279,6 +287,11 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		sess = s.auth.newSession(user)
+	case "authorization_code":
+		var ok bool
+		if sess, ok = s.codeGrant(w, r); !ok {
+			return
+		}
 	case "refresh_token":
 		// The client is authenticated (above) before the refresh token is
 		// looked at, as Keycloak does: a wrong secret is invalid_client
@@ -296,8 +309,14 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 		s.tokenError(w, http.StatusBadRequest, "unsupported_grant_type", "Unsupported grant_type")
 		return
 	}
-	tok := s.auth.issueAccess(sess)
 	s.count(func(c *Counters) { c.TokenGrants[grant]++ })
+	s.writeTokens(w, sess)
+}
+
+// writeTokens answers with a new access token for the session and its
+// refresh token.
+func (s *Server) writeTokens(w http.ResponseWriter, sess session) {
+	tok := s.auth.issueAccess(sess)
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Pragma", "no-cache")
 	writeJSON(w, http.StatusOK, tokenResponse{
@@ -337,7 +356,8 @@ func (s *Server) handleDiscovery(w http.ResponseWriter, r *http.Request) {
 		"issuer":                                issuer,
 		"token_endpoint":                        issuer + "/protocol/openid-connect/token",
 		"revocation_endpoint":                   issuer + "/protocol/openid-connect/revoke",
-		"grant_types_supported":                 []string{"password", "refresh_token"},
+		"authorization_endpoint":                issuer + "/protocol/openid-connect/auth",
+		"grant_types_supported":                 []string{"authorization_code", "password", "refresh_token"},
 		"token_endpoint_auth_methods_supported": []string{"client_secret_basic", "client_secret_post"},
 	})
 }

@@ -47,31 +47,33 @@ func FixtureMeta() []paysync.PayPartMeta {
 }
 
 // fixtureCompanies returns a fresh copy of the fixture companies; the two
-// payroll companies of the fixture user are owned by fixtureUser.
+// payroll companies of the fixture user are owned by fixtureUser. Every
+// employee has a distinct number (served as Options.EmployeeNumberField);
+// Anders Pedersen and the second Peter Madsen have no e-mail.
 func fixtureCompanies(fixtureUser string) []*company {
 	return []*company{
 		{
 			id: CompanyNordlys, name: "Nordlys ApS", owner: fixtureUser,
 			employees: []paysync.Employee{
-				{ID: EmpMetteHansen, Name: "Mette Hansen"},
-				{ID: EmpLarsNielsen, Name: "Lars Nielsen"},
-				{ID: EmpSofieJensen, Name: "Sofie Jensen"},
-				{ID: EmpAndersPedersen, Name: "Anders Pedersen"},
+				{ID: EmpMetteHansen, Name: "Mette Hansen", Number: "10", Email: "mette.hansen@nordlys.dk"},
+				{ID: EmpLarsNielsen, Name: "Lars Nielsen", Number: "11", Email: "lars.nielsen@nordlys.dk"},
+				{ID: EmpSofieJensen, Name: "Sofie Jensen", Number: "12", Email: "sofie.jensen@nordlys.dk"},
+				{ID: EmpAndersPedersen, Name: "Anders Pedersen", Number: "13"},
 			},
 		},
 		{
 			id: CompanyFjordtech, name: "Fjordtech A/S", owner: fixtureUser,
 			employees: []paysync.Employee{
-				{ID: EmpJonasLarsen, Name: "Jonas Larsen"},
-				{ID: EmpEmmaChristensen, Name: "Emma Christensen"},
-				{ID: EmpPeterMadsen1, Name: "Peter Madsen"},
-				{ID: EmpPeterMadsen2, Name: "Peter Madsen"},
+				{ID: EmpJonasLarsen, Name: "Jonas Larsen", Number: "20", Email: "jonas.larsen@fjordtech.dk"},
+				{ID: EmpEmmaChristensen, Name: "Emma Christensen", Number: "21", Email: "emma.christensen@fjordtech.dk"},
+				{ID: EmpPeterMadsen1, Name: "Peter Madsen", Number: "22", Email: "peter.madsen@fjordtech.dk"},
+				{ID: EmpPeterMadsen2, Name: "Peter Madsen", Number: "23"},
 			},
 		},
 		{
 			id: CompanyHavblik, name: "Havblik I/S", owner: otherUsername,
 			employees: []paysync.Employee{
-				{ID: EmpIdaPoulsen, Name: "Ida Poulsen"},
+				{ID: EmpIdaPoulsen, Name: "Ida Poulsen", Number: "30", Email: "ida.poulsen@havblik.dk"},
 			},
 		},
 	}

@@ -9,7 +9,10 @@
 //	POST /graphql                                                  GraphQL; needs "Authorization: Bearer <access token>"
 //	POST /auth/realms/{realm}/protocol/openid-connect/token        password and refresh_token grants
 //	POST /auth/realms/{realm}/protocol/openid-connect/revoke       revoke a refresh token's session (token=...)
-//	GET  /auth/realms/{realm}/.well-known/openid-configuration     discovery of the two endpoints above
+//	GET  /auth/realms/{realm}/.well-known/openid-configuration     discovery of the endpoints above
+//	GET  /auth/realms/{realm}/protocol/openid-connect/auth         the connect flow's authorization, with a test login (connect.go)
+//	GET  /marketplace/select-company                               the connect flow's company choice (connect.go)
+//	GET  /marketplace/code2token/{code}                            the connect flow's final tokens, scoped to one company
 //	GET  /_sandbox/state                                           State as JSON
 //	GET  /_sandbox/faults                                          the armed faults as a JSON list
 //	PUT  /_sandbox/faults                                          replace the faults with a JSON list
@@ -25,7 +28,8 @@
 // Options choose how the schema types what Danløn does not document:
 // units, rate and amount as Float or as Int holding hundredths
 // (NumbersInt), *_allowed as Boolean or as the enum PayPartFieldRule
-// (AllowedEnum), and the name of create_pay_parts' input type. Whatever
+// (AllowedEnum), the name of create_pay_parts' input type, and the name
+// of Employee's number field (employee_number, domainId, ..., or none). Whatever
 // the schema exposes, the sandbox enforces the true rules of FixtureMeta:
 // create_pay_parts validates every item and creates all of them or none.
 //
@@ -89,7 +93,12 @@ type Options struct {
 	// argument (default "PayPartInput"), so a test can prove that a client
 	// finds it by introspection.
 	InputTypeName string
-	AccessTTL     time.Duration // access token lifetime (default 5m)
+	// EmployeeNumberField names the field Employee serves the employee
+	// number under: one of EmployeeNumberFields (default
+	// "employee_number"; Danløn's public doc calls it "domainId"), or
+	// "none" to leave it out.
+	EmployeeNumberField string
+	AccessTTL           time.Duration // access token lifetime (default 5m)
 	// Rotate makes each refresh_token grant invalidate the refresh token
 	// it used and return a new one. As in Keycloak, presenting a rotated-
 	// away token again is refused as reused and ends that session.
@@ -113,6 +122,10 @@ type Options struct {
 	OnCreate func(companyID string, created []paysync.PayPart)
 }
 
+// EmployeeNumberFields are the names Options.EmployeeNumberField can give
+// the employee number.
+var EmployeeNumberFields = []string{"employee_number", "employeeNumber", "domainId", "domain_id", "number"}
+
 // reservedTypeNames are the schema's own type names, which InputTypeName
 // must not take.
 var reservedTypeNames = []string{
@@ -128,6 +141,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.InputTypeName == "" {
 		o.InputTypeName = "PayPartInput"
+	}
+	if o.EmployeeNumberField == "" {
+		o.EmployeeNumberField = "employee_number"
 	}
 	if o.AccessTTL <= 0 {
 		o.AccessTTL = 5 * time.Minute
@@ -171,6 +187,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("InputTypeName %q is not a GraphQL type name", o.InputTypeName)
 	case slices.Contains(reservedTypeNames, o.InputTypeName):
 		return fmt.Errorf("InputTypeName %q is taken by the schema", o.InputTypeName)
+	case o.EmployeeNumberField != "none" && !slices.Contains(EmployeeNumberFields, o.EmployeeNumberField):
+		return fmt.Errorf("EmployeeNumberField %q is not none or one of %v", o.EmployeeNumberField, EmployeeNumberFields)
 	case o.Username == otherUsername:
 		return fmt.Errorf("Username %q is the fixture's other user", o.Username)
 	}
@@ -227,6 +245,7 @@ func New(opts Options) *Server {
 	mux.HandleFunc("POST "+oidc+"token", s.handleToken)
 	mux.HandleFunc("POST "+oidc+"revoke", s.handleRevoke)
 	mux.HandleFunc("GET /auth/realms/{realm}/.well-known/openid-configuration", s.handleDiscovery)
+	s.connectRoutes(mux)
 	s.adminRoutes(mux)
 	s.handler = mux
 	return s

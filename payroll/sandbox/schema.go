@@ -28,7 +28,7 @@ type Mutation {
   delete_pay_parts(company_id: ID!, pay_part_ids: [ID]): Boolean
 }
 type Company { id: ID! name: String employees(employee_ids: [ID]): [Employee] pay_parts: [PayPart] }
-type Employee { id: ID! name: String pay_parts: [PayPart] }
+type Employee { id: ID! name: String{{with .Number}} {{.}}: String{{end}} email: String pay_parts: [PayPart] }
 type PayPart { id: ID! code: String units: {{.Num}} rate: {{.Num}} amount: {{.Num}} employee: Employee }
 type PayPartMeta { code: String! description: String units_allowed: {{.Rule}} rate_allowed: {{.Rule}} amount_allowed: {{.Rule}} }
 type CurrentCompany { id: ID! }
@@ -40,7 +40,10 @@ input {{.Input}} { employee_id: ID! code: String! units: {{.Num}} rate: {{.Num}}
 // filled as New fills them).
 func SDL(opts Options) string {
 	opts = opts.withDefaults()
-	data := struct{ Num, Rule, Input string }{Num: "Float", Rule: "Boolean", Input: opts.InputTypeName}
+	data := struct{ Num, Rule, Input, Number string }{Num: "Float", Rule: "Boolean", Input: opts.InputTypeName, Number: opts.EmployeeNumberField}
+	if data.Number == "none" {
+		data.Number = ""
+	}
 	if opts.Numbers == NumbersInt {
 		data.Num = "Int"
 	}
@@ -268,6 +271,23 @@ type employeeResolver[N number, R ruleValue] struct {
 
 func (e *employeeResolver[N, R]) ID() graphql.ID { return graphql.ID(e.e.ID) }
 func (e *employeeResolver[N, R]) Name() *string  { return &e.e.Name }
+func (e *employeeResolver[N, R]) Email() *string { return optional(e.e.Email) }
+
+// EmployeeNumber, DomainId and Number serve the number under each name of
+// EmployeeNumberFields (graph-gophers matches employee_number and
+// employeeNumber to EmployeeNumber, domainId and domain_id to DomainId);
+// the schema has at most one of them.
+func (e *employeeResolver[N, R]) EmployeeNumber() *string { return optional(e.e.Number) }
+func (e *employeeResolver[N, R]) DomainId() *string       { return optional(e.e.Number) }
+func (e *employeeResolver[N, R]) Number() *string         { return optional(e.e.Number) }
+
+// optional is null for "".
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
 
 func (e *employeeResolver[N, R]) PayParts() (*[]*payPartResolver[N, R], error) {
 	return e.r.payPartList(e.companyID, e.r.st.payParts(e.companyID, e.e.ID))

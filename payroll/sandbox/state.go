@@ -98,7 +98,7 @@ func newStore(fixtureUser string, extra, employees int) *store {
 	for i := 1; i <= extra; i++ {
 		c := &company{id: LoadCompanyID(i), name: "Load company " + strconv.Itoa(i), owner: fixtureUser}
 		for j := 1; j <= employees; j++ {
-			c.employees = append(c.employees, paysync.Employee{ID: LoadEmployeeID(i, j), Name: fmt.Sprintf("Load employee %d.%d", i, j)})
+			c.employees = append(c.employees, paysync.Employee{ID: LoadEmployeeID(i, j), Name: fmt.Sprintf("Load employee %d.%d", i, j), Number: fmt.Sprintf("%d%03d", i, j)})
 		}
 		cs = append(cs, c)
 	}
@@ -162,7 +162,7 @@ func invalidItem(index int, field, format string, args ...any) *apiError {
 // visible returns the company if user owns it. The caller holds the lock.
 func (st *store) visible(user, id string) (*company, bool) {
 	for _, c := range st.companies {
-		if c.id == id && c.owner == user {
+		if c.id == id && owns(user, c.owner, c.id) {
 			return c, true
 		}
 	}
@@ -179,7 +179,7 @@ func (st *store) companiesOf(user string, ids []string) []companyView {
 	defer st.mu.RUnlock()
 	var out []companyView
 	for _, c := range st.companies {
-		if c.owner != user || (ids != nil && !slices.Contains(ids, c.id)) {
+		if !owns(user, c.owner, c.id) || (ids != nil && !slices.Contains(ids, c.id)) {
 			continue
 		}
 		out = append(out, companyView{c.id, c.name})
@@ -199,7 +199,7 @@ func (st *store) employees(companyID string, ids []string) []paysync.Employee {
 		}
 		for _, e := range c.employees {
 			if ids == nil || slices.Contains(ids, e.ID) {
-				out = append(out, paysync.Employee{ID: e.ID, Name: e.Name})
+				out = append(out, paysync.Employee{ID: e.ID, Name: e.Name, Number: e.Number, Email: e.Email})
 			}
 		}
 	}

@@ -41,6 +41,9 @@ func (r report) String() string {
 	fmt.Fprintf(&b, "at:        %s\n", r.at.UTC().Format("2006-01-02 15:04:05 UTC"))
 	fmt.Fprintf(&b, "outcome:   %s\n", r.outcome)
 	if rep := r.rep; rep != nil {
+		for _, n := range rep.Notes {
+			fmt.Fprintf(&b, "read:      %s\n", n)
+		}
 		if rep.ImportID != 0 {
 			fmt.Fprintf(&b, "import:    %d\n", rep.ImportID)
 		} else {

@@ -62,6 +62,9 @@ type Imported struct {
 	Removed     int
 	Outside     int
 	Warnings    []string
+	// Notes say how the file was read where that was detected (an
+	// encoding), for the report.
+	Notes []string
 
 	// Problems are the file's problems one by one, the first ones;
 	// ProblemsOmitted counts those left out (the ledger holds them all).

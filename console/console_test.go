@@ -1,0 +1,243 @@
+package console_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/paysync/paysync"
+	"github.com/paysync/paysync/ledger"
+)
+
+// pages are every page a logged-in operator can open (beside the
+// actions' previews).
+func pages(batch int64) []string {
+	return []string{"/", "/periods", "/imports", "/imports/1", "/batches", fmt.Sprintf("/batches/%d", batch), "/rejects",
+		"/corrections", "/audit", "/period?period=2026-11", fmt.Sprintf("/actions/revert?batch=%d", batch)}
+}
+
+// Without the password, every page and every action is refused: a page
+// sends the browser to the login form and shows no data, an action is 401
+// and changes nothing; a wrong Basic password is refused too, and many
+// of them stop further tries for a while.
+func TestConsole_RefusedWithoutPassword(t *testing.T) {
+	e := setup(t, testPassword)
+	c := e.client(t)
+	for _, p := range pages(e.batch) {
+		r := e.get(t, c, p)
+		if r.code != http.StatusSeeOther || !strings.HasPrefix(r.hdr.Get("Location"), "/login") || strings.Contains(r.body, "toggl") {
+			t.Errorf("GET %s without login: %d %q", p, r.code, r.hdr.Get("Location"))
+		}
+		req, _ := http.NewRequest(http.MethodGet, e.srv.URL+p, nil)
+		req.SetBasicAuth("ops", "wrong")
+		if r := e.do(t, c, req); r.code != http.StatusUnauthorized || r.hdr.Get("WWW-Authenticate") == "" {
+			t.Errorf("GET %s with a wrong Basic password: %d", p, r.code)
+		}
+	}
+	for _, op := range []string{"revert", "replay", "close", "open"} {
+		r := e.post(t, c, "/actions/"+op, url.Values{"batch": {fmt.Sprint(e.batch)}, "period": {"2026-11"}, "token": {strings.Repeat("x", 40)}}, nil)
+		if r.code != http.StatusUnauthorized {
+			t.Errorf("POST /actions/%s without login: %d", op, r.code)
+		}
+	}
+	// The wrong Basic passwords above spent this address's tries: even
+	// the right password waits now.
+	if r := e.post(t, c, "/login", url.Values{"password": {testPassword}}, nil); r.code != http.StatusTooManyRequests || !strings.Contains(r.body, "Too many tries") {
+		t.Errorf("login after many wrong passwords: %d", r.code)
+	}
+	if n := e.holds(); n == 0 {
+		t.Error("the sandbox lost its pay parts")
+	}
+	if b, _ := e.led.Batch(ctxOf(t), e.batch); b.State != paysync.BatchCreated {
+		t.Errorf("batch %d is %s", e.batch, b.State)
+	}
+}
+
+// The login form's session and Basic auth (any user name) open every
+// page; the session cookie is HttpOnly and SameSite=Strict.
+func TestConsole_LoginAndBasicAuth(t *testing.T) {
+	e := setup(t, testPassword)
+	c := e.client(t)
+	resp := e.post(t, c, "/login", url.Values{"password": {testPassword}, "next": {"/batches"}}, nil)
+	if resp.code != http.StatusSeeOther || resp.hdr.Get("Location") != "/batches" {
+		t.Fatalf("login: %d %q", resp.code, resp.hdr.Get("Location"))
+	}
+	ck := resp.hdr.Get("Set-Cookie")
+	for _, want := range []string{"HttpOnly", "SameSite=Strict"} {
+		if !strings.Contains(ck, want) {
+			t.Errorf("session cookie %q lacks %s", ck, want)
+		}
+	}
+	for _, p := range pages(e.batch) {
+		if r := e.get(t, c, p); r.code != http.StatusOK {
+			t.Errorf("GET %s logged in: %d\n%s", p, r.code, r.body)
+		}
+		req, _ := http.NewRequest(http.MethodGet, e.srv.URL+p, nil)
+		req.SetBasicAuth("script", testPassword)
+		if r := e.do(t, e.client(t), req); r.code != http.StatusOK {
+			t.Errorf("GET %s with Basic auth: %d", p, r.code)
+		}
+	}
+	// An open redirect after login is not followed off the console.
+	if r := e.post(t, e.client(t), "/login", url.Values{"password": {testPassword}, "next": {"//evil.example/"}}, nil); r.hdr.Get("Location") != "/" {
+		t.Errorf("login next=//evil.example/ redirects to %q", r.hdr.Get("Location"))
+	}
+}
+
+// A POST from another site, or without the session's CSRF token, is
+// refused and changes nothing.
+func TestConsole_ForgedPostRefused(t *testing.T) {
+	e := setup(t, testPassword)
+	c := e.client(t)
+	e.login(t, c)
+	form := formOf(t, e.get(t, c, fmt.Sprintf("/actions/revert?batch=%d", e.batch)).body)
+	without := url.Values{}
+	for k, v := range form {
+		if k != "csrf" {
+			without[k] = v
+		}
+	}
+	wrong := url.Values{}
+	for k, v := range form {
+		wrong[k] = v
+	}
+	wrong.Set("csrf", "forged")
+	for _, tc := range []struct {
+		name string
+		form url.Values
+		hdr  map[string]string
+	}{
+		{"cross-site", form, map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}},
+		{"other origin", form, map[string]string{"Sec-Fetch-Site": "", "Origin": "https://evil.example"}},
+		{"no csrf token", without, nil},
+		{"wrong csrf token", wrong, nil},
+	} {
+		if r := e.post(t, c, "/actions/revert", tc.form, tc.hdr); r.code != http.StatusForbidden {
+			t.Errorf("%s: %d, want 403", tc.name, r.code)
+		}
+	}
+	// Logging in from another site is refused too.
+	if r := e.post(t, e.client(t), "/login", url.Values{"password": {testPassword}}, map[string]string{"Sec-Fetch-Site": "cross-site"}); r.code != http.StatusForbidden {
+		t.Errorf("cross-site login: %d", r.code)
+	}
+	if b, _ := e.led.Batch(ctxOf(t), e.batch); b.State != paysync.BatchCreated || e.holds() == 0 {
+		t.Errorf("a refused POST changed something: batch %s, sandbox holds %d", b.State, e.holds())
+	}
+	if log, _ := e.led.AuditLog(ctxOf(t), 0); len(log) != 0 {
+		t.Errorf("audit log: %+v", log)
+	}
+}
+
+// Reverting a batch through the preview and the confirmation deletes its
+// pay parts from payroll, once: the same form submitted again changes
+// nothing and says so; both are in the audit log.
+func TestConsole_RevertOnce(t *testing.T) {
+	e := setup(t, testPassword)
+	c := e.client(t)
+	e.login(t, c)
+	before := e.holds()
+	preview := e.get(t, c, fmt.Sprintf("/actions/revert?batch=%d", e.batch))
+	if preview.code != http.StatusOK || !strings.Contains(preview.body, "yes: will be deleted") {
+		t.Fatalf("preview: %d\n%s", preview.code, preview.body)
+	}
+	if e.holds() != before {
+		t.Fatal("the preview changed payroll")
+	}
+	form := formOf(t, preview.body)
+	first := e.post(t, c, "/actions/revert", form, nil)
+	if first.code != http.StatusOK || !strings.Contains(first.body, "reverted batches") {
+		t.Fatalf("confirm: %d\n%s", first.code, first.body)
+	}
+	if n := e.holds(); n != 0 {
+		t.Errorf("the sandbox holds %d pay parts after the revert, want 0 (had %d)", n, before)
+	}
+	second := e.post(t, c, "/actions/revert", form, nil)
+	if second.code != http.StatusOK || !strings.Contains(second.body, "submitted before") {
+		t.Errorf("second submit: %d\n%s", second.code, second.body)
+	}
+	b, _ := e.led.Batch(ctxOf(t), e.batch)
+	if b.State != paysync.BatchReverted {
+		t.Errorf("batch %d is %s", e.batch, b.State)
+	}
+	log, err := e.led.AuditLog(ctxOf(t), 0)
+	if err != nil || len(log) != 1 || log[0].Result != ledger.AuditDone || log[0].Actor != "console" || log[0].Scope != fmt.Sprintf("batch %d", e.batch) {
+		t.Errorf("audit log: %+v, %v", log, err)
+	}
+	// A fresh preview now finds nothing to do.
+	if r := e.get(t, c, fmt.Sprintf("/actions/revert?batch=%d", e.batch)); strings.Contains(r.body, `id="confirm"`) {
+		t.Errorf("a reverted batch still offers a confirmation:\n%s", r.body)
+	}
+}
+
+// A confirmation whose preview no longer holds (payroll changed
+// meanwhile) does nothing and shows the new preview.
+func TestConsole_StalePreviewRefused(t *testing.T) {
+	e := setup(t, testPassword)
+	c := e.client(t)
+	e.login(t, c)
+	form := formOf(t, e.get(t, c, fmt.Sprintf("/actions/revert?batch=%d", e.batch)).body)
+	form.Set("digest", "0000")
+	r := e.post(t, c, "/actions/revert", form, nil)
+	if r.code != http.StatusConflict || !strings.Contains(r.body, "not what the preview showed") {
+		t.Errorf("stale confirm: %d\n%s", r.code, r.body)
+	}
+	if e.holds() == 0 {
+		t.Error("a stale confirmation deleted pay parts")
+	}
+}
+
+// Closing a period goes through a preview and is audited; closed, the
+// period refuses a revert.
+func TestConsole_ClosePeriod(t *testing.T) {
+	e := setup(t, testPassword)
+	c := e.client(t)
+	e.login(t, c)
+	form := formOf(t, e.get(t, c, "/actions/close?period=2026-11").body)
+	if r := e.post(t, c, "/actions/close", form, nil); r.code != http.StatusOK || !strings.Contains(r.body, "closed") {
+		t.Fatalf("close: %d\n%s", r.code, r.body)
+	}
+	closed, _ := e.led.ClosedPeriods(ctxOf(t))
+	if len(closed) != 1 || closed[0].Period.String() != "2026-11" {
+		t.Errorf("closed periods: %+v", closed)
+	}
+	if r := e.get(t, c, "/actions/revert?period=2026-11"); r.code != http.StatusConflict || !strings.Contains(r.body, "reopen it first") {
+		t.Errorf("revert of a closed period: %d\n%s", r.code, r.body)
+	}
+}
+
+// Without a password the console serves loopback only: a listen address
+// beyond it is refused, and so is a request naming another host (a page
+// that rebinds its name to 127.0.0.1).
+func TestConsole_NoPasswordLoopbackOnly(t *testing.T) {
+	e := setup(t, "")
+	if _, _, err := e.console.Serve(ctxOf(t), consoleListen("0.0.0.0:0")); err == nil || !strings.Contains(err.Error(), "PAYSYNC_CONSOLE_PASSWORD") {
+		t.Errorf("Serve on 0.0.0.0 without a password: %v", err)
+	}
+	c := e.client(t)
+	if r := e.get(t, c, "/"); r.code != http.StatusOK {
+		t.Errorf("loopback without a password: %d", r.code)
+	}
+	req, _ := http.NewRequest(http.MethodGet, e.srv.URL+"/", nil)
+	req.Host = "evil.example"
+	if r := e.do(t, c, req); r.code != http.StatusUnauthorized {
+		t.Errorf("Host evil.example without a password: %d", r.code)
+	}
+}
+
+// No page renders the refresh token, the client secret or the console
+// password.
+func TestConsole_NoSecretsRendered(t *testing.T) {
+	e := setup(t, testPassword)
+	c := e.client(t)
+	e.login(t, c)
+	for _, p := range append(pages(e.batch), "/login", "/actions/replay?period=2026-11", "/actions/close?period=2026-11") {
+		r := e.get(t, c, p)
+		for name, s := range map[string]string{"refresh token": e.refresh, "client secret": e.secret, "console password": testPassword} {
+			if strings.Contains(r.body, s) {
+				t.Errorf("%s renders the %s", p, name)
+			}
+		}
+	}
+}

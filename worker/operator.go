@@ -1,0 +1,147 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/paysync/paysync"
+	"github.com/paysync/paysync/ledger"
+	"github.com/paysync/paysync/payroll"
+)
+
+// An operator's revert of a batch or an import, as `paysync revert` and
+// the console both do it: resolve what it deletes, show what payroll
+// still holds of it (PreviewRevert), then Deliverer.Recover and
+// Deliverer.Revert.
+
+// RevertLedger is what resolving and previewing a revert reads
+// (*ledger.Ledger).
+type RevertLedger interface {
+	Source(ctx context.Context, id int64) (ledger.Source, error)
+	Batch(ctx context.Context, id int64) (ledger.Batch, error)
+	Family(ctx context.Context, id int64) ([]ledger.Batch, error)
+	BatchesOfImport(ctx context.Context, importID int64) ([]ledger.Batch, error)
+	Items(ctx context.Context, batchID int64) ([]ledger.Item, error)
+}
+
+var _ RevertLedger = (*ledger.Ledger)(nil)
+
+// RevertTarget is what reverting a batch or an import deletes: batches
+// (with those split from them, and an import's replays), or, for a NATS
+// message, whose pay parts share batches with other messages', the pay
+// parts of its entries (Scope, for Corrector.RevertScope).
+type RevertTarget struct {
+	Batches []ledger.Batch
+	Scope   *ledger.Scope
+}
+
+// RevertTargetOf resolves batch batchID, or import importID (batchID 0).
+func RevertTargetOf(ctx context.Context, l RevertLedger, batchID, importID int64) (RevertTarget, error) {
+	if importID != 0 {
+		src, err := l.Source(ctx, importID)
+		if err != nil {
+			return RevertTarget{}, err
+		}
+		if src.Kind == paysync.SourceNATS {
+			return RevertTarget{Scope: &ledger.Scope{SourceID: importID}}, nil
+		}
+		// Its replays (and re-drives) are recorded as imports of their
+		// own: reverting the import reverts them too.
+		bs, err := l.BatchesOfImport(ctx, importID)
+		return RevertTarget{Batches: bs}, err
+	}
+	if _, err := l.Batch(ctx, batchID); err != nil {
+		return RevertTarget{}, err
+	}
+	bs, err := l.Family(ctx, batchID)
+	return RevertTarget{Batches: bs}, err
+}
+
+// RevertRow is one created pay part of a revert's batches, and whether
+// payroll still holds it (then the revert deletes it).
+type RevertRow struct {
+	ledger.Item
+	InPayroll bool
+}
+
+// Status says what the revert does with the pay part.
+func (r RevertRow) Status() string {
+	switch {
+	case r.InPayroll:
+		return "yes: will be deleted"
+	case r.DeleteAttempt != 0:
+		return "gone (deleted by an interrupted revert)"
+	}
+	return "gone (deleted by hand)"
+}
+
+// RevertPreview is what reverting batches would delete.
+type RevertPreview struct {
+	Batches  []int64 // the batches reverted (split ones are their children)
+	Rows     []RevertRow
+	ToDelete int // rows payroll still holds
+}
+
+// PayPartsReader reads what payroll holds of a company (*payroll.Client).
+type PayPartsReader interface {
+	PayParts(ctx context.Context, companyID string) ([]paysync.PayPart, error)
+}
+
+// PreviewRevert reads the created pay parts of bs and, through w (one read
+// per company), which of them payroll still holds. It changes nothing.
+func PreviewRevert(ctx context.Context, l RevertLedger, w *payroll.Waiter, p PayPartsReader, bs []ledger.Batch) (RevertPreview, error) {
+	var pv RevertPreview
+	var items []ledger.Item
+	for _, b := range bs {
+		if b.State == paysync.BatchSplit {
+			continue
+		}
+		pv.Batches = append(pv.Batches, b.ID)
+		its, err := l.Items(ctx, b.ID)
+		if err != nil {
+			return pv, err
+		}
+		for _, it := range its {
+			if it.State == paysync.PartCreated {
+				items = append(items, it)
+			}
+		}
+	}
+	exists := map[string]bool{}
+	companies := map[string]bool{}
+	for _, it := range items {
+		if companies[it.CompanyID] {
+			continue
+		}
+		companies[it.CompanyID] = true
+		var pps []paysync.PayPart
+		err := w.Do(ctx, "the pay parts of company "+it.CompanyID, func(ctx context.Context) (err error) {
+			pps, err = p.PayParts(ctx, it.CompanyID)
+			return err
+		})
+		if err != nil {
+			return pv, err
+		}
+		for _, pp := range pps {
+			exists[pp.ID] = true
+		}
+	}
+	for _, it := range items {
+		r := RevertRow{Item: it, InPayroll: exists[it.PayrollID]}
+		if r.InPayroll {
+			pv.ToDelete++
+		}
+		pv.Rows = append(pv.Rows, r)
+	}
+	return pv, nil
+}
+
+// Summary is the preview's closing line.
+func (pv RevertPreview) Summary() string {
+	n := len(pv.Rows)
+	noun := "pay parts"
+	if n == 1 {
+		noun = "pay part"
+	}
+	return fmt.Sprintf("%d %s of batches %v: %d to delete, %d already gone", n, noun, pv.Batches, pv.ToDelete, n-pv.ToDelete)
+}
