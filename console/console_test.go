@@ -241,3 +241,38 @@ func TestConsole_NoSecretsRendered(t *testing.T) {
 		}
 	}
 }
+
+// An import and a period are reverted through their previews as a batch
+// is; a period replayed afterwards is paid again (the entries stayed in
+// the ledger).
+func TestConsole_RevertImportAndPeriod(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		preview string
+		replay  bool
+	}{
+		{"import", "/actions/revert?import=1", false},
+		{"period, then replay", "/actions/revert?period=2026-11", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := setup(t, testPassword)
+			c := e.client(t)
+			e.login(t, c)
+			before := e.holds()
+			r := e.post(t, c, "/actions/revert", formOf(t, e.get(t, c, tc.preview).body), nil)
+			if r.code != http.StatusOK || e.holds() != 0 {
+				t.Fatalf("revert: %d, the sandbox holds %d\n%s", r.code, e.holds(), r.body)
+			}
+			if !tc.replay {
+				return
+			}
+			p := e.get(t, c, "/actions/replay?period=2026-11")
+			if !strings.Contains(p.body, "op-create") {
+				t.Fatalf("replay preview creates nothing:\n%s", p.body)
+			}
+			if r := e.post(t, c, "/actions/replay", formOf(t, p.body), nil); r.code != http.StatusOK || e.holds() != before {
+				t.Errorf("replay: %d, the sandbox holds %d, want %d\n%s", r.code, e.holds(), before, r.body)
+			}
+		})
+	}
+}

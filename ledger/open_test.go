@@ -100,8 +100,8 @@ func TestLedger_OpenReopenIsIdempotent(t *testing.T) {
 			}
 		}
 		var tables int
-		if err := l.db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'table'").Scan(&tables); err != nil || tables != 15 {
-			t.Errorf("Open #%d: %d tables, %v; want 15 (source_chunks since migration 5; entry_corrections, corrections, entry_versions, closed_periods since 7)", i+1, tables, err)
+		if err := l.db.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_master WHERE type = 'table'").Scan(&tables); err != nil || tables != 18 {
+			t.Errorf("Open #%d: %d tables, %v; want 18 (source_chunks since migration 5; entry_corrections, corrections, entry_versions, closed_periods since 7; audit_log since 8; connections, connection_companies since 9)", i+1, tables, err)
 		}
 		if err := l.Close(); err != nil {
 			t.Fatalf("Close #%d: %v", i+1, err)
@@ -446,7 +446,7 @@ func TestLedger_OpenFailsLeavingNothing(t *testing.T) {
 }
 
 // latestVersion is the schema version of the newest migration.
-const latestVersion = 7
+const latestVersion = 9 // 0008 the console's audit log, 0009 payroll connections
 
 // TestLedger_OpenSameNewLedgerAtOnce: processes that open the same new
 // ledger at the same moment (a daemon starting while an operator runs

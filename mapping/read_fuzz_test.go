@@ -128,9 +128,6 @@ func checkFuzzEntry(t *testing.T, format Format, source string, line int, id, da
 	if d, ok := isoLayout.parse(date); !ok || d != date {
 		t.Fatalf("%s: entry %s: date %q is not YYYY-MM-DD", format, id, date)
 	}
-	if (format == FormatJSON || format == FormatNDJSON) && typ == "" {
-		t.Fatalf("%s: entry %s without type or code", format, id)
-	}
 	switch format {
 	case FormatToggl, FormatClockify, FormatHarvest:
 		if !strings.HasPrefix(id, string(format)+"-") {

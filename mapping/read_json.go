@@ -621,8 +621,6 @@ func entryOf(pairs []jsonPair, source string, line int, record bool, zone *time.
 		return e, prob("date", "no date", "add \"date\": \"YYYY-MM-DD\"")
 	case e.EmployeeID == "" && e.EmployeeNumber == "" && e.Email == "" && e.Name == "":
 		return e, prob("employee", "no employee reference", "add one of employee_id, employee_number, email or name")
-	case e.Type == "" && e.Code == "":
-		return e, prob("type", "no type or code", "add \"type\" (mapped to a pay code by the rules) or an explicit \"code\"")
 	case !e.Hours.Valid && !e.Units.Valid && !e.Rate.Valid && !e.Amount.Valid:
 		return e, prob("hours", "no hours, units, rate or amount", "add \"hours\", or explicit \"units\", \"rate\" or \"amount\"")
 	}

@@ -33,7 +33,7 @@ func TestNewReader_JSON(t *testing.T) {
 		}},
 		{file: "json_wrapper.json", format: FormatJSON, want: []string{
 			"@1 id=w-1 company=C1 employee_id=E1 date=2024-03-04 hours=27000s type=normal",
-			"#2 problem id=w-2 field=type ~no type or code",
+			"@2 id=w-2 employee_id=E1 date=2024-03-04 hours=27000s",
 			"@3 id=w-3 employee_id=E1 date=2024-03-05 hours=4500s code=T1",
 		}},
 		// "entries" after other keys is still a wrapper.

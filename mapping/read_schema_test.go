@@ -67,6 +67,13 @@ func TestEntrySchema_AgreesWithReader(t *testing.T) {
 		`{"id":"1","deleted":true}`,
 		`{"id":"1","deleted":true,"date":"2024-03-04","company_id":"C1","km":3}`,
 		`{"id":"1","deleted":true,"hours":null,"units":null,"rate":null,"amount":null}`,
+		`{"id":"1","employee_id":"E1","start":"2026-11-02T23:30:00Z","hours":1,"type":"t"}`,
+		`{"id":"1","employee_id":"E1","start":"2026-11-02T23:30:00.5+01:00","hours":1,"type":"t"}`,
+		`{` + base + `,"start":"09:00","hours":1,"type":"t"}`,
+		// No type and no code: the rules decide (a rule on project or
+		// tags, or the default rule), as for a preset's row.
+		`{` + base + `,"hours":1}`,
+		`{` + base + `,"hours":1,"type":""}`,
 	}
 	invalid := []string{
 		`{"employee_id":"E1","date":"2024-03-04","hours":1,"type":"t"}`,
@@ -74,6 +81,9 @@ func TestEntrySchema_AgreesWithReader(t *testing.T) {
 		`{"id":1,"employee_id":"E1","date":"2024-03-04","hours":1,"type":"t"}`,
 		`{"id":null,"employee_id":"E1","date":"2024-03-04","hours":1,"type":"t"}`,
 		`{"id":"1","employee_id":"E1","hours":1,"type":"t"}`,
+		`{"id":"1","employee_id":"E1","start":"2026-11-02T23:30:00","hours":1,"type":"t"}`,
+		`{"id":"1","employee_id":"E1","start":"2026-11-02","hours":1,"type":"t"}`,
+		`{"id":"1","employee_id":"E1","start":null,"hours":1,"type":"t"}`,
 		`{"id":"1","employee_id":"E1","date":"2024-02-30","hours":1,"type":"t"}`,
 		`{"id":"1","employee_id":"E1","date":"2023-02-29","hours":1,"type":"t"}`,
 		`{"id":"1","employee_id":"E1","date":"2024-3-4","hours":1,"type":"t"}`,
@@ -83,8 +93,6 @@ func TestEntrySchema_AgreesWithReader(t *testing.T) {
 		`{"id":"1","date":"2024-03-04","hours":1,"type":"t"}`,
 		`{"id":"1","employee_id":"","date":"2024-03-04","hours":1,"type":"t"}`,
 		`{"id":"1","employee_id":17,"date":"2024-03-04","hours":1,"type":"t"}`,
-		`{` + base + `,"hours":1}`,
-		`{` + base + `,"hours":1,"type":""}`,
 		`{` + base + `,"hours":1,"code":5}`,
 		`{` + base + `,"type":"t"}`,
 		`{` + base + `,"hours":null,"type":"t"}`,

@@ -581,6 +581,7 @@ func (s *session) routeDaemon(dc *worker.DaemonConfig, rm *runMetrics, log *slog
 		dc.TokenRevoked = nil
 	}
 	rm.m.RegisterConnections(rt.Up)
+	rm.refreshes = rt.Refreshes
 	return nil
 }
 

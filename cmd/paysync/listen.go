@@ -23,6 +23,9 @@ type runMetrics struct {
 	m   *metrics.Metrics
 	s   *session
 	src *stream.Source
+	// refreshes, when set, counts the refreshes instead of the session's
+	// client (payroll.Router.Refreshes: every connection's).
+	refreshes func() int64
 }
 
 // newRunMetrics registers the metrics and hooks the payroll calls of the
@@ -31,6 +34,9 @@ func newRunMetrics(cfg *config) *runMetrics {
 	rm := &runMetrics{}
 	rm.m = metrics.New(metrics.Funcs{
 		TokenRefreshes: func() float64 {
+			if rm.refreshes != nil {
+				return float64(rm.refreshes())
+			}
 			if rm.s == nil {
 				return 0
 			}

@@ -62,6 +62,14 @@ func TestReadSettings_Everywhere(t *testing.T) {
 			t.Errorf("publish has no --date-format:\n%s", r.stderr)
 		}
 	})
+	t.Run("a bad encoding or time zone names the setting", func(t *testing.T) {
+		for _, kv := range [][2]string{{"PAYSYNC_ENCODING", "ebcdic"}, {"PAYSYNC_TIME_ZONE", "Mars/Olympus"}} {
+			env := with(s.env, "PAYSYNC_LEDGER", filepath.Join(t.TempDir(), "ledger.db"), kv[0], kv[1])
+			if r := runInProcess(t, env, "import", "--dry-run", write(t.TempDir(), "us.csv")); r.code != 2 || !strings.Contains(r.stderr, kv[0]) {
+				t.Errorf("%s=%s: exit %d\n%s", kv[0], kv[1], r.code, r.stderr)
+			}
+		}
+	})
 	t.Run("a bad delimiter names the variable", func(t *testing.T) {
 		env := with(s.env, "PAYSYNC_LEDGER", filepath.Join(t.TempDir(), "ledger.db"), "PAYSYNC_DELIMITER", ";;")
 		if r := runInProcess(t, env, "import", "--dry-run", write(t.TempDir(), "us.csv")); r.code != 2 || !strings.Contains(r.stderr, "PAYSYNC_DELIMITER") {

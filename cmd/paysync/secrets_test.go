@@ -547,8 +547,11 @@ func TestSecrets_NeverLeak(t *testing.T) {
 
 	// The daemon with NATS (user and password in NATS_URL): publish to it,
 	// scrape /metrics and /readyz while it runs, SIGTERM.
-	httpAddr := freeAddr(t)
-	daemon := secretStart(t, with(envB, "NATS_URL", natsURL, "PAYSYNC_HTTP_ADDR", httpAddr, "PAYSYNC_BATCH_LINGER", "100ms"), "run")
+	httpAddr, consoleAddr := freeAddr(t), freeAddr(t)
+	consolePassword := "cp-" + secretRandom(8) + " &+/%"
+	sec.add("console password", consolePassword)
+	daemon := secretStart(t, with(envB, "NATS_URL", natsURL, "PAYSYNC_HTTP_ADDR", httpAddr, "PAYSYNC_BATCH_LINGER", "100ms",
+		"PAYSYNC_CONSOLE_ADDR", consoleAddr, "PAYSYNC_CONSOLE_PASSWORD", consolePassword), "run")
 	ready := false
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if c, _ := httpGet("http://" + httpAddr + "/readyz"); c == 200 {
@@ -585,6 +588,24 @@ func TestSecrets_NeverLeak(t *testing.T) {
 		arts.add("run with NATS: "+path, body)
 		if path == "/metrics" && !strings.Contains(body, "paysync_token_refreshes_total") {
 			t.Errorf("/metrics lacks paysync_token_refreshes_total:\n%.2000s", body)
+		}
+	}
+	// The console's pages (Basic auth), the revert preview (it reads
+	// payroll) and the login form.
+	for _, path := range []string{"/", "/periods", "/period?period=2026-11", "/imports", "/imports/1", "/batches", "/batches/1", "/rejects",
+		"/corrections", "/audit", "/actions/revert?batch=1", "/actions/replay?period=2026-11", "/actions/close?period=2026-11", "/login"} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+consoleAddr+path, nil)
+		req.SetBasicAuth("ops", consolePassword)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Errorf("console %s: %v", path, err)
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		arts.add("console "+path, string(body))
+		if resp.StatusCode != http.StatusOK && path != "/actions/replay?period=2026-11" {
+			t.Errorf("console %s: %d\n%.2000s", path, resp.StatusCode, body)
 		}
 	}
 	if !daemon.stop(20 * time.Second) {

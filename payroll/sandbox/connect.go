@@ -280,3 +280,10 @@ func (s *Server) handleCode2Token(w http.ResponseWriter, r *http.Request) {
 	s.count(func(c *Counters) { c.TokenGrants["code2token"]++ })
 	s.writeTokens(w, sess)
 }
+
+// IssueCompanyToken returns a new offline refresh token of the fixture
+// user scoped to one company, as if the user had connected the app for
+// that company (code2token's token).
+func (s *Server) IssueCompanyToken(companyID string) string {
+	return s.auth.newScopedSession(s.opts.Username, companyID).refresh
+}
