@@ -80,7 +80,7 @@ func WaitReason(err error) string {
 	var pe *payroll.Error
 	switch {
 	case errors.As(err, &pe) && pe.Class == paysync.Revoked:
-		return payroll.ErrRevoked.Error() + " (paysync auth, or a new PAYSYNC_REFRESH_TOKEN)"
+		return payroll.ErrRevoked.Error() + " (paysync connect, paysync auth, or a new PAYSYNC_REFRESH_TOKEN)"
 	case errors.Is(err, payroll.ErrNoRefreshToken):
 		return payroll.ErrNoRefreshToken.Error()
 	case errors.As(err, &pe) && pe.Reason != "":
@@ -142,7 +142,7 @@ func (st *startupStatus) onWait(x payroll.Waiting) {
 	case x.Err == nil:
 		st.log.Info("payroll: answered at last", "for", x.What, "attempts", x.Attempt)
 	case paysync.KindOf(x.Err) == paysync.Revoked || errors.Is(x.Err, payroll.ErrNoRefreshToken):
-		st.log.Error("payroll: no working token: waiting for an operator to re-connect the account (paysync auth, or a new PAYSYNC_REFRESH_TOKEN); intake goes on where it can, nothing is lost",
+		st.log.Error("payroll: no working token: waiting for an operator to re-connect the account (paysync connect, paysync auth, or a new PAYSYNC_REFRESH_TOKEN); intake goes on where it can, nothing is lost",
 			"for", x.What, "reason", WaitReason(x.Err), "err", x.Err.Error())
 	default:
 		st.log.Warn("payroll: waiting", "for", x.What, "reason", WaitReason(x.Err), "attempt", x.Attempt, "next_try_in", RoundWait(x.Next.Sub(st.now())).String())

@@ -16,7 +16,10 @@ package sandbox
 //     chosen company: that refresh token and its access tokens see and act
 //     on that company only.
 //
-// Codes are single use and live a minute. The token parameter of
+// Codes are single use and live a minute. Any absolute http(s)
+// redirect_uri is accepted (Keycloak checks it against the client's
+// registered ones; a loopback callback needs http://127.0.0.1/* there).
+// The token parameter of
 // select-company is the raw access token (Danløn's encoding is unknown).
 // Revoking the final refresh token (POST {oidc}revoke) ends its session:
 // refreshes are then refused with invalid_grant and its access tokens
