@@ -419,7 +419,7 @@ func (l *Ledger) ApplyCorrection(ctx context.Context, c Correction) (unit int64,
 		}
 		if c.Source != nil {
 			var err error
-			if c.SourceID, err = insertSource(st, paysync.SourceReplay, c.Source.Name, c.Source.Hash, "", 0, nil, paysync.SourceCommitted, len(c.Pending), 0, 0, now); err != nil {
+			if c.SourceID, err = insertSource(st, paysync.SourceReplay, c.Source.Name, c.Source.Hash, "", 0, nil, paysync.SourceCommitted, len(c.Pending), 0, 0, 0, now); err != nil {
 				return err
 			}
 		}
@@ -571,6 +571,12 @@ func (l *Ledger) RejectCorrection(ctx context.Context, p PendingCorrection, r Ne
 	return l.tx(ctx, "reject correction", func(tx *sql.Tx) error {
 		now := l.ts()
 		if _, err := tx.ExecContext(ctx, `UPDATE entry_corrections SET state = 'rejected' WHERE entry = ? AND state = 'pending' AND id <= ?`, p.Entry, p.ID); err != nil {
+			return err
+		}
+		// Counted with its import: the same content imported again is
+		// taken again (Source.Retry), so the correction gets another
+		// chance once its cause is fixed.
+		if _, err := tx.ExecContext(ctx, `UPDATE sources SET rejects = rejects + 1 WHERE id = ?`, p.SourceID); err != nil {
 			return err
 		}
 		_, err := tx.ExecContext(ctx, `INSERT INTO rejects (source_id, entry_id, line, field, message, hint, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,

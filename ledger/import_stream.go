@@ -365,7 +365,7 @@ func (s *StagedImport) Commit(format, hash string, duplicates int, rejected bool
 	if err != nil {
 		return Committed{}, err
 	}
-	return Committed{SourceID: c.source, BatchIDs: c.batchIDs, Removed: c.removed}, nil
+	return Committed{SourceID: c.source, RetryOf: c.retryOf, BatchIDs: c.batchIDs, Removed: c.removed}, nil
 }
 
 // PayParts hands fn the staged pay parts that Commit would batch, in
@@ -442,6 +442,7 @@ type importCommit struct {
 	now      string
 	rejected bool
 	source   int64
+	retryOf  int64 // the import of the same content this one takes again
 	open     map[string]*openBatch
 	batchIDs []int64
 	removed  int // entries a period statement removes
@@ -458,11 +459,16 @@ func (c *importCommit) exec(q string, args ...any) (sql.Result, error) {
 
 func (c *importCommit) run(format, hash string, size int64, first []byte, duplicates int) error {
 	s, ctx := c.s, c.s.ctx
+	// The same content committed before is a duplicate, unless that
+	// import has rejects: then this one takes it again (Source.Retry).
 	var other int64
-	err := c.tx.QueryRowContext(ctx, `SELECT id FROM sources WHERE content_hash = ? AND `+committedSource, hash).Scan(&other)
+	var rejects int
+	err := c.tx.QueryRowContext(ctx, `SELECT id, rejects FROM sources WHERE content_hash = ? AND `+committedSource, hash).Scan(&other, &rejects)
 	switch {
-	case err == nil:
+	case err == nil && rejects == 0:
 		return ErrDuplicateSource
+	case err == nil:
+		c.retryOf = other
 	case !errors.Is(err, sql.ErrNoRows):
 		return err
 	}
@@ -470,7 +476,11 @@ func (c *importCommit) run(format, hash string, size int64, first []byte, duplic
 	if c.rejected {
 		status, entries, duplicates = paysync.SourceRejected, 0, 0
 	}
-	if c.source, err = insertSource(c.st, s.in.Kind, s.in.Name, hash, format, size, first, status, entries, duplicates, s.nRejects, c.now); err != nil {
+	retryOf := c.retryOf
+	if c.rejected {
+		retryOf = 0 // refused as a whole: it takes nothing again
+	}
+	if c.source, err = insertSource(c.st, s.in.Kind, s.in.Name, hash, format, size, first, status, entries, duplicates, s.nRejects, retryOf, c.now); err != nil {
 		return err
 	}
 	if _, err := c.exec(`INSERT INTO source_chunks (source_id, seq, data) SELECT ?, seq, data FROM %schunks ORDER BY seq`, c.source); err != nil {

@@ -168,6 +168,7 @@ func (in *ImportIntent) settle() {
 // Committed says what an intent became.
 type Committed struct {
 	SourceID int64
+	RetryOf  int64 // the import of the same content it takes again (Source.Retry), 0 for none
 	BatchIDs []int64
 	Removed  int // entries a period statement removes (tombstone corrections)
 }
@@ -214,7 +215,7 @@ func commitIntent(st *stmts, in ImportIntent, now string, acc *accumulator) (Com
 				status, len(in.Entries), in.Duplicates, len(in.Rejects), now)
 		} else {
 			out.SourceID, err = insertSource(st, in.Source.Kind, in.Source.Name, in.Source.Hash, in.Source.Format, int64(len(in.Source.Payload)), payload,
-				status, len(in.Entries), in.Duplicates, len(in.Rejects), now)
+				status, len(in.Entries), in.Duplicates, len(in.Rejects), 0, now)
 			if err != nil {
 				return out, err
 			}
@@ -314,9 +315,10 @@ func commitIntent(st *stmts, in ImportIntent, now string, acc *accumulator) (Com
 // insertSource records a source; one of the same content committed
 // before is ErrDuplicateSource.
 func insertSource(st *stmts, kind paysync.SourceKind, name, hash, format string, size int64, payload []byte, status paysync.SourceStatus,
-	entries, duplicates, rejects int, now string) (int64, error) {
-	res, err := st.exec(`INSERT INTO sources (kind, name, content_hash, format, size, payload, status, entries, duplicates, rejects, received_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, kind, name, hash, format, size, payload, status, entries, duplicates, rejects, now)
+	entries, duplicates, rejects int, retryOf int64, now string) (int64, error) {
+	res, err := st.exec(`INSERT INTO sources (kind, name, content_hash, format, size, payload, status, entries, duplicates, rejects, retry_of, received_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, kind, name, hash, format, size, payload, status, entries, duplicates, rejects,
+		sql.NullInt64{Int64: retryOf, Valid: retryOf != 0}, now)
 	if err != nil {
 		var se *sqlite.Error
 		if errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE {
@@ -327,9 +329,11 @@ func insertSource(st *stmts, kind paysync.SourceKind, name, hash, format string,
 	return res.LastInsertId()
 }
 
-// committedSource selects the sources an input of the same content is a
-// duplicate of (the terms of the sources_content index).
-const committedSource = `kind <> 'replay' AND status = 'committed'`
+// committedSource selects the source an input of the same content is a
+// duplicate of: committed, and not taken again since by an import of the
+// same content (retry_of, see Source.Retry).
+const committedSource = `kind <> 'replay' AND status = 'committed' AND NOT EXISTS (
+	SELECT 1 FROM sources r WHERE r.retry_of = sources.id AND r.status = 'committed')`
 
 // entryCols are an entry's columns as intake stores them.
 const entryCols = `source_id, entry_id, line, content_hash, data, status, note, origin, entry_date`
@@ -485,14 +489,22 @@ type Source struct {
 	Duplicates int                  `json:"duplicates"`
 	Rejects    int                  `json:"rejects"`
 	ReceivedAt time.Time            `json:"received_at"`
+	RetryOf    int64                `json:"retry_of,omitempty"` // the import of the same content it took again
 }
 
-const sourceCols = `id, kind, name, content_hash, format, size, status, entries, duplicates, rejects, received_at`
+// Retry reports whether an input of the same content as s is to be taken
+// again rather than skipped as a duplicate: s has rejects, rows refused
+// for a fault that may be fixed since outside the input (the rules, a
+// closed period opened). Entries that landed are duplicates then; the
+// refused ones get another chance.
+func (s Source) Retry() bool { return s.Status == paysync.SourceCommitted && s.Rejects > 0 }
+
+const sourceCols = `id, kind, name, content_hash, format, size, status, entries, duplicates, rejects, received_at, coalesce(retry_of, 0)`
 
 func scanSource(sc interface{ Scan(...any) error }) (Source, error) {
 	var s Source
 	var at string
-	err := sc.Scan(&s.ID, &s.Kind, &s.Name, &s.Hash, &s.Format, &s.Size, &s.Status, &s.Entries, &s.Duplicates, &s.Rejects, &at)
+	err := sc.Scan(&s.ID, &s.Kind, &s.Name, &s.Hash, &s.Format, &s.Size, &s.Status, &s.Entries, &s.Duplicates, &s.Rejects, &at, &s.RetryOf)
 	s.ReceivedAt = parseTS(at)
 	return s, err
 }

@@ -57,12 +57,16 @@ type Importer struct {
 
 // Report is what one import did.
 type Report struct {
-	ImportID   int64  `json:"import_id"`
-	Source     string `json:"source"`
-	Duplicate  bool   `json:"duplicate_import"` // the same content was imported before
-	Entries    int    `json:"entries"`
-	Mapped     int    `json:"mapped"` // entries that went into pay parts (or would, in a preview)
-	Duplicates int    `json:"duplicate_entries"`
+	ImportID  int64  `json:"import_id"`
+	Source    string `json:"source"`
+	Duplicate bool   `json:"duplicate_import"` // the same content was imported before
+	// RetryOf is the import of the same content this one takes again: that
+	// one had rejects (refused rows, refused corrections), which get
+	// another chance now; what landed then is counted as duplicates.
+	RetryOf    int64 `json:"retry_of,omitempty"`
+	Entries    int   `json:"entries"`
+	Mapped     int   `json:"mapped"` // entries that went into pay parts (or would, in a preview)
+	Duplicates int   `json:"duplicate_entries"`
 	// Corrections counts entries paid before that came with other content
 	// (or as a tombstone): each supersedes its earlier version.
 	Corrections int `json:"corrections,omitempty"`
@@ -236,11 +240,12 @@ func (im *Importer) PreviewFrom(ctx context.Context, kind paysync.SourceKind, na
 	return im.stream(ctx, kind, name, r, fn)
 }
 
-// duplicate reports the source committed before with this hash, if any.
+// duplicate reports the source committed before with this hash, if any,
+// unless it is to be taken again (ledger.Source.Retry).
 func (im *Importer) duplicate(ctx context.Context, name, hash string) (Report, bool, error) {
 	rep := Report{Source: name, Skipped: map[string]int{}}
 	src, ok, err := im.L.SourceByHash(ctx, hash)
-	if err != nil || !ok {
+	if err != nil || !ok || src.Retry() {
 		return rep, false, err
 	}
 	rep.ImportID, rep.Duplicate, rep.Entries, rep.Duplicates = src.ID, true, src.Entries, src.Entries
@@ -322,7 +327,7 @@ func (im *Importer) stream(ctx context.Context, kind paysync.SourceKind, name st
 		rep.RejectedAs = c.SourceID
 		return rep, nil
 	}
-	rep.ImportID, rep.Batches, rep.Removed = c.SourceID, c.BatchIDs, c.Removed
+	rep.ImportID, rep.Batches, rep.Removed, rep.RetryOf = c.SourceID, c.BatchIDs, c.Removed, c.RetryOf
 	return rep, nil
 }
 

@@ -251,6 +251,9 @@ func showImport(ctx context.Context, l *ledger.Ledger, id int64, asJSON bool, io
 	}
 	w := io.out
 	fmt.Fprintf(w, "import %d: %s %s (%s, %d bytes, sha256 %.12s…), received %s\n", s.ID, s.Kind, s.Name, s.Format, s.Size, s.Hash, utcTime(s.ReceivedAt))
+	if s.RetryOf != 0 {
+		fmt.Fprintf(w, "the same content as import %d, taken again (that one had rejects)\n", s.RetryOf)
+	}
 	fmt.Fprintf(w, "%s, %s, %s\n\n", plural(s.Entries, "entry", "entries"), plural(s.Duplicates, "duplicate", "duplicates"), plural(s.Rejects, "reject", "rejects"))
 	tb := newTable(w, "BATCH", "COMPANY", "STATE", "PAY PARTS", "CREATED", "REJECTED", "DELETED/GONE")
 	for _, b := range d.Batches {

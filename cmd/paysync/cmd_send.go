@@ -214,6 +214,10 @@ func writeSendSummary(w io.Writer, sum sendSummary) {
 			fmt.Fprintf(w, "%s: already imported as import %d on %s: nothing sent (duplicate)\n", r.Source, r.ImportID, r.ImportedAt)
 			continue
 		}
+		if r.RetryOf != 0 {
+			fmt.Fprintf(w, "%s: the same content as import %d, which had rejects: import %d takes import %d again (what landed then counts as duplicates)\n",
+				r.Source, r.RetryOf, r.ImportID, r.RetryOf)
+		}
 		fmt.Fprintf(w, "%s: import %d: %s, %s, %d skipped; %s in batches %v\n",
 			r.Source, r.ImportID, plural(r.Entries, "entry", "entries"), plural(r.Duplicates, "duplicate", "duplicates"), countSkipped(r.Skipped), plural(r.PayParts, "pay part", "pay parts"), r.Batches)
 		if r.Corrections+r.Removed > 0 {

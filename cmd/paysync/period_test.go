@@ -116,10 +116,19 @@ func TestPeriods_CloseRefusesCorrections(t *testing.T) {
 		t.Fatalf("payroll holds %s units after a refused correction, want 18.5", got)
 	}
 	must(0, "periods", "open", "2026-10")
-	// The next export (other bytes: the same file again is a duplicate).
-	must(0, "import", writeLines(t, "oct-fix-again.ndjson", row("c1", sandbox.EmpMetteHansen, "2026-10-30", "7"), row("c3", sandbox.EmpLarsNielsen, "2026-11-03", "4.5")))
+	// The same command again: the import had a refused correction, so the
+	// same file is taken again (not skipped as a duplicate), and once more
+	// changes nothing.
+	r = must(0, "import", fixed)
+	if !strings.Contains(r.stdout, "takes import") {
+		t.Errorf("the same file after the period was opened:\n%s", r.stdout)
+	}
 	if got := payrollUnits(); got != "17.5" {
 		t.Fatalf("payroll holds %s units after the correction, want 17.5", got)
+	}
+	r = must(0, "import", fixed)
+	if !strings.Contains(r.stdout, "nothing sent (duplicate)") || payrollUnits() != "17.5" {
+		t.Fatalf("the same file a third time: payroll holds %s units\n%s", payrollUnits(), r.stdout)
 	}
 }
 
