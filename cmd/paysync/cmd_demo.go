@@ -137,7 +137,7 @@ func runDemo(ctx context.Context, args []string, io stdio, _ lookupEnv) error {
 	if err := demoCorrection(ctx, s, sb, rules, dir, step, io); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\ndone in %s: %d API calls, %d token refreshes\n", time.Since(start).Round(time.Millisecond), s.cl.Calls(), s.cl.Tokens().Refreshes())
+	fmt.Fprintf(w, "\ndone in %s: %s, %s\n", time.Since(start).Round(time.Millisecond), plural(int(s.cl.Calls()), "API call", "API calls"), plural(int(s.cl.Tokens().Refreshes()), "token refresh", "token refreshes"))
 	return nil
 }
 
