@@ -47,6 +47,7 @@ func commands() map[string]command {
 		{"connections", "list the payroll connections: company, state, last refresh, fingerprint", runConnections},
 		{"disconnect", "revoke a payroll connection at the token endpoint and remove it", runDisconnect},
 		{"import", "map timesheet files to pay parts (--dry-run shows what would be sent)", runImport},
+		{"rules", "rules init: draft a commented rules file from exports and the live payroll (sends nothing)", runRules},
 		{"run", "the daemon: NATS JetStream and/or a cron-polled inbox, with metrics and health", runRun},
 		{"publish", "publish timesheet entries to NATS JetStream (one message per entry, Nats-Msg-Id = entry id:content hash)", runPublish},
 		{"deadletters", "list the NATS dead letters; --redrive sends them again to their subjects once the cause is fixed", runDeadLetters},

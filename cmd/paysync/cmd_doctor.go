@@ -698,7 +698,11 @@ func doctorLoadRules(path string) (*mapping.Rules, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return mapping.LoadRules(path, f)
+	rules, err := mapping.LoadRules(path, f)
+	if err == nil {
+		err = mapping.Unconfirmed(rules) // a draft of rules init with guesses left
+	}
+	return rules, err
 }
 
 func (d *doctor) checkRules(ctx context.Context) {
