@@ -87,7 +87,7 @@ func parseTarget(op string, v url.Values) (target, error) {
 		return t, fmt.Errorf("no action %q", op)
 	case n != 1:
 		return t, errors.New("name one batch, one import or one period")
-	case op != "revert" && t.Period == "":
+	case (op == "close" || op == "open") && t.Period == "":
 		return t, fmt.Errorf("%s takes a period", op)
 	case (t.Source != "" || t.Company != "") && t.Period == "":
 		return t, errors.New("source and company go with a period")
@@ -166,7 +166,11 @@ type plan struct {
 	// Period is a close's or open's period totals.
 	Period []ledger.PeriodTotal
 	scope  *ledger.Scope // a revert of a NATS message: its entries' pay parts
-	ids    []int64       // the batches a batch or import revert reverts
+	ids    []int64       // the batches a batch or import revert reverts (or replay replays)
+	// replay is a batch's or an import's replay plan, and the replayer
+	// that planned it (and carries it out).
+	replay   *worker.ReplayPlan
+	replayer *worker.Replayer
 }
 
 func (p *plan) finish() {
@@ -247,6 +251,10 @@ func (s *Server) plan(ctx context.Context, t target) (plan, error) {
 		}
 		p.finish()
 		return p, nil
+	case "replay":
+		if t.Period == "" {
+			return s.planReplay(ctx, p)
+		}
 	case "revert":
 		if t.Period == "" {
 			tg, err := worker.RevertTargetOf(ctx, l, t.Batch, t.Import)
@@ -337,6 +345,89 @@ func (s *Server) planBatches(ctx context.Context, p plan, bs []ledger.Batch) (pl
 	return p, nil
 }
 
+// planReplay is a batch's or an import's replay: its stored entries
+// mapped with the current rules into the pay parts payroll gets, leaving
+// out those an earlier replay put in payroll (worker.Replayer.Plan, as
+// paysync replay shows it). It refuses while the pay parts replayed are
+// still in payroll: the console never pays twice.
+func (s *Server) planReplay(ctx context.Context, p plan) (plan, error) {
+	a, t := s.cfg.Actions, p.Target
+	if t.Import != 0 {
+		src, err := s.cfg.Ledger.Source(ctx, t.Import)
+		if err != nil {
+			return p, err
+		}
+		if src.Status == paysync.SourceRejected {
+			return p, fmt.Errorf("import %d was refused as a whole: none of its entries are in the ledger to replay; once its problems are fixed, paysync replay --import %d imports its stored input again", t.Import, t.Import)
+		}
+	}
+	r, err := worker.NewReplayer(ctx, a.Waiter(), a.Payroll, s.cfg.Ledger, a.Deliverer(), a.Rules, a.Company, a.BatchSize)
+	if err != nil {
+		return p, err
+	}
+	rp, err := r.Plan(ctx, t.Batch, t.Import, false)
+	if err != nil {
+		return p, err
+	}
+	p.replay, p.replayer, p.ids = &rp, r, rp.Originals
+	for _, pp := range rp.PayParts {
+		p.Rows = append(p.Rows, deltaRow{Op: "create", CompanyID: pp.CompanyID, EmployeeID: pp.EmployeeID, EmployeeName: pp.EmployeeName,
+			Code: pp.Code, Units: pp.Units, Rate: pp.Rate, Amount: pp.Amount, Note: fmt.Sprintf("will be created (%d entries)", len(pp.Entries))})
+	}
+	p.Notes = append(p.Notes, rp.Notes()...)
+	for _, e := range rp.Problems {
+		p.Notes = append(p.Notes, "not replayed: "+e.Error())
+	}
+	p.Changes = len(rp.PayParts) > 0
+	if !p.Changes {
+		p.Notes = append(p.Notes, fmt.Sprintf("replay %s: nothing left to replay", t))
+	}
+	p.finish()
+	return p, nil
+}
+
+// carryOutReplay sends a replay plan: as paysync replay does, what an
+// earlier run left in flight is settled and what an earlier replay of
+// these entries left open is sent first; inside paysync run, the plan is
+// recorded and the daemon sends it.
+func (s *Server) carryOutReplay(ctx context.Context, p plan) (string, error) {
+	a, r, t := s.cfg.Actions, p.replayer, p.Target
+	if a.inDaemon() {
+		ids, err := r.Commit(ctx, *p.replay)
+		if err != nil {
+			return "", err
+		}
+		a.Wake()
+		return fmt.Sprintf("replay %s: recorded as batches %v: %d pay parts to create; paysync run sends them now (see the batches)", t, ids, len(p.replay.PayParts)), nil
+	}
+	if err := a.Waiter().Do(ctx, worker.WaitRecovery, r.D.Recover); err != nil {
+		return "", err
+	}
+	resumed, err := r.Resume(ctx, t.Batch, t.Import)
+	if err != nil {
+		return "", err
+	}
+	ids, err := r.Run(ctx, *p.replay)
+	if err != nil {
+		return "", err
+	}
+	msg := fmt.Sprintf("replayed into batches %v: %d pay parts created, %d rejected", ids, r.D.Stats.Created, r.D.Stats.Rejected)
+	if len(resumed) > 0 {
+		msg = fmt.Sprintf("finished batches %v left open by an earlier replay; %s", resumed, msg)
+	}
+	unfinished, err := worker.Unfinished(ctx, s.cfg.Ledger, append(resumed, ids...))
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case r.D.Stats.Rejected > 0:
+		return "", fmt.Errorf("%s: payroll rejected %d pay parts (see the batches)", msg, r.D.Stats.Rejected)
+	case unfinished > 0:
+		return "", fmt.Errorf("%s: %d batches did not finish; they stay pending and are sent by the next replay, import or paysync run", msg, unfinished)
+	}
+	return msg, nil
+}
+
 // corrector is a period action's worker.Corrector; a replay's maps with
 // the schema and company payroll names (the start-up reads).
 func (s *Server) corrector(ctx context.Context, op string) (*worker.Corrector, error) {
@@ -379,6 +470,9 @@ func (s *Server) carryOut(ctx context.Context, p plan) (string, error) {
 			return fmt.Sprintf("period %s was open already: nothing changed", pp), nil
 		}
 		return fmt.Sprintf("period %s opened again", pp), nil
+	}
+	if p.replay != nil {
+		return s.carryOutReplay(ctx, p)
 	}
 	d := a.Deliverer()
 	w := a.Waiter()
@@ -552,6 +646,8 @@ func (s *Server) actionError(err error) string {
 		return "payroll unavailable: " + err.Error()
 	case errors.Is(err, worker.ErrScopeBusy):
 		return err.Error()
+	case errors.Is(err, worker.ErrStillInPayroll):
+		return err.Error() + " (the console never pays twice: it has no --force)"
 	}
 	return err.Error()
 }

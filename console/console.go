@@ -15,6 +15,7 @@ import (
 
 	"github.com/paysync/paysync/ledger"
 	"github.com/paysync/paysync/worker"
+	"github.com/paysync/paysync/worker/stream"
 )
 
 //go:embed templates
@@ -30,9 +31,9 @@ type Config struct {
 	// Readiness are the conditions the overview shows (the daemon's
 	// /readyz checks inside paysync run); nil: the ledger's probe.
 	Readiness []worker.Check
-	// DeadLetters says where the NATS dead letters are (the rejects page
-	// points there); "": NATS is not configured.
-	DeadLetters string
+	// NATS is where the dead letters are: the rejects page lists them
+	// (stream.Redrive, list only). nil: NATS is not configured.
+	NATS *stream.Config
 	// Mode says who serves it ("paysync run", "paysync console").
 	Mode   string
 	Logger *slog.Logger

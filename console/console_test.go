@@ -232,7 +232,7 @@ func TestConsole_NoSecretsRendered(t *testing.T) {
 	e := setup(t, testPassword)
 	c := e.client(t)
 	e.login(t, c)
-	for _, p := range append(pages(e.batch), "/login", "/actions/replay?period=2026-11", "/actions/close?period=2026-11") {
+	for _, p := range append(pages(e.batch), "/login", "/actions/replay?period=2026-11", fmt.Sprintf("/actions/replay?batch=%d", e.batch), "/actions/close?period=2026-11") {
 		r := e.get(t, c, p)
 		for name, s := range map[string]string{"refresh token": e.refresh, "client secret": e.secret, "console password": testPassword} {
 			if strings.Contains(r.body, s) {

@@ -6,16 +6,17 @@
 //
 // It exists because the people who check what went to payroll and undo a
 // wrong import are payroll administrators, not shell users. It reads the
-// ledger and acts through the same services as the CLI (worker.Deliverer,
-// worker.Corrector, ledger.ClosePeriod), so a revert from the console is
-// the revert `paysync revert` does.
+// ledger (and, read-only, the NATS dead letters) and acts through the same
+// services as the CLI (worker.Deliverer, worker.Corrector, worker.Replayer,
+// ledger.ClosePeriod), so a revert from the console is the revert
+// `paysync revert` does.
 //
 // Access: one password (PAYSYNC_CONSOLE_PASSWORD), through a login form
 // (a session cookie: HttpOnly, SameSite=Strict, Secure over TLS) or HTTP
 // Basic auth with any user name (scripts). Without a password it serves
 // loopback only, and only to requests that name a loopback host. Every
 // POST carries the session's CSRF token and must come from the console's
-// own origin; every action is written to the ledger's audit log, and its
-// confirmation form carries a one-time token, so a form submitted twice is
-// carried out once.
+// own origin; every action is written to the ledger's audit log (as the
+// CLI's are), and its confirmation form carries a one-time token, so a
+// form submitted twice is carried out once.
 package console

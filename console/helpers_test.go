@@ -34,7 +34,11 @@ type env struct {
 	led     *ledger.Ledger
 	srv     *httptest.Server
 	console *console.Server
+	cfg     console.Config
 	batch   int64 // the import's batch
+	rules   *mapping.Rules
+	mapper  *mapping.Mapper
+	schema  payroll.Schema
 	refresh string
 	secret  string
 }
@@ -82,17 +86,31 @@ func setup(t testing.TB, password string) *env {
 		t.Fatalf("import: %+v, %v", rep, err)
 	}
 	e.batch = rep.Batches[0]
+	e.rules, e.mapper, e.schema = rules, mapper, schema
 	if e.holds() == 0 {
 		t.Fatal("the sandbox holds no pay parts after the import")
 	}
-	e.console, err = console.New(console.Config{Ledger: e.led, Password: password, Mode: "test",
-		Actions: &console.Actions{Payroll: cl, Deliverer: deliverer, Waiter: waiter, Rules: rules, BatchSize: 100}})
-	if err != nil {
+	e.cfg = console.Config{Ledger: e.led, Password: password, Mode: "test",
+		Actions: &console.Actions{Payroll: cl, Deliverer: deliverer, Waiter: waiter, Rules: rules, BatchSize: 100}}
+	e.serve(t, nil)
+	return e
+}
+
+// serve (re)starts the console with e.cfg changed by change (nil: as it is).
+func (e *env) serve(t testing.TB, change func(*console.Config)) {
+	t.Helper()
+	if change != nil {
+		change(&e.cfg)
+	}
+	if e.srv != nil {
+		e.srv.Close()
+	}
+	var err error
+	if e.console, err = console.New(e.cfg); err != nil {
 		t.Fatal(err)
 	}
 	e.srv = httptest.NewServer(e.console)
 	t.Cleanup(e.srv.Close)
-	return e
 }
 
 // holds counts the pay parts the sandbox holds.

@@ -83,6 +83,9 @@ type importData struct {
 	Import  ledger.Source
 	Batches []ledger.Batch
 	Rejects []ledger.Reject
+	// CanReplay: a batch of it is reverted (its entries can go to payroll
+	// again).
+	CanReplay bool
 }
 
 func (s *Server) importPage(w http.ResponseWriter, r *http.Request, c who) {
@@ -105,6 +108,9 @@ func (s *Server) importPage(w http.ResponseWriter, r *http.Request, c who) {
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err.Error())
 		return
+	}
+	for _, b := range d.Batches {
+		d.CanReplay = d.CanReplay || (s.cfg.Actions != nil && src.Status != paysync.SourceRejected && b.State == paysync.BatchReverted)
 	}
 	s.render(w, r, http.StatusOK, "import", c, d)
 }
@@ -140,6 +146,7 @@ type batchData struct {
 	ledger.BatchDetail
 	Import    ledger.Source
 	CanRevert bool
+	CanReplay bool // reverted: its entries can go to payroll again
 }
 
 func (s *Server) batchPage(w http.ResponseWriter, r *http.Request, c who) {
@@ -154,7 +161,8 @@ func (s *Server) batchPage(w http.ResponseWriter, r *http.Request, c who) {
 		s.fail(w, r, http.StatusNotFound, "batch "+r.PathValue("id")+": "+err.Error())
 		return
 	}
-	d := batchData{BatchDetail: bd, CanRevert: s.cfg.Actions != nil && bd.State != paysync.BatchReverted && bd.State != paysync.BatchSplit}
+	d := batchData{BatchDetail: bd, CanRevert: s.cfg.Actions != nil && bd.State != paysync.BatchReverted && bd.State != paysync.BatchSplit,
+		CanReplay: s.cfg.Actions != nil && bd.State == paysync.BatchReverted}
 	if bd.SourceID != 0 {
 		if d.Import, err = s.cfg.Ledger.Source(ctx, bd.SourceID); err != nil {
 			s.fail(w, r, http.StatusInternalServerError, err.Error())

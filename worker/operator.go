@@ -6,6 +6,7 @@ import (
 
 	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/ledger"
+	"github.com/paysync/paysync/mapping"
 	"github.com/paysync/paysync/payroll"
 )
 
@@ -144,4 +145,75 @@ func (pv RevertPreview) Summary() string {
 		noun = "pay part"
 	}
 	return fmt.Sprintf("%d %s of batches %v: %d to delete, %d already gone", n, noun, pv.Batches, pv.ToDelete, n-pv.ToDelete)
+}
+
+// An operator's replay of a batch or an import, as `paysync replay` and
+// the console both do it: NewReplayer, Replayer.Plan shown, then
+// (confirmed) Deliverer.Recover and Replayer.Resume before Replayer.Run.
+
+// NewReplayer is a replay's Replayer: the payroll schema and the default
+// company read through w, then a mapper over p with rules.
+func NewReplayer(ctx context.Context, w *payroll.Waiter, p StartupPayroll, l ReplayLedger, d *Deliverer, rules *mapping.Rules, company string, batchSize int) (*Replayer, error) {
+	schema, company, err := StartupReads(ctx, w, p, rules, company, nil)
+	if err != nil {
+		return nil, err
+	}
+	mapper := mapping.NewMapper(rules, mapping.NewCache(p), schema, company)
+	return &Replayer{L: l, D: d, Mapper: mapper, Rules: rules, Wire: schema, BatchSize: batchSize}, nil
+}
+
+// Notes says which entries a replay plan leaves out because an earlier
+// replay has them in payroll (or on their way), and which it pays again
+// (forced), one line each.
+func (p ReplayPlan) Notes() []string {
+	var out []string
+	for _, s := range p.InPayroll {
+		if s.Pending {
+			out = append(out, fmt.Sprintf("%s on their way to payroll through batch %d (an earlier replay, not yet sent): not replayed; it is sent first", entries(s.Entries, "entry is", "entries are"), s.BatchID))
+		} else {
+			out = append(out, fmt.Sprintf("%s in payroll already through batch %d (an earlier replay): not replayed", entries(s.Entries, "entry is", "entries are"), s.BatchID))
+		}
+	}
+	for _, s := range p.Forced {
+		are := "are"
+		if s.Entries == 1 {
+			are = "is"
+		}
+		out = append(out, fmt.Sprintf("--force: %s in payroll already (or on their way) through batch %d %s paid again", entries(s.Entries, "entry", "entries"), s.BatchID, are))
+	}
+	return out
+}
+
+// entries is a count with its noun ("1 entry is", "2 entries are").
+func entries(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}
+
+// FamilyLedger reads a batch with the batches it was split into
+// (*ledger.Ledger).
+type FamilyLedger interface {
+	Family(ctx context.Context, id int64) ([]ledger.Batch, error)
+}
+
+// Unfinished counts the batches among ids (and those they split into)
+// that still owe work (pending, sending or failed): an operator's revert
+// or replay that did not finish, to be run again.
+func Unfinished(ctx context.Context, l FamilyLedger, ids []int64) (int, error) {
+	n := 0
+	for _, id := range ids {
+		fam, err := l.Family(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		for _, b := range fam {
+			switch b.State {
+			case paysync.BatchPending, paysync.BatchSending, paysync.BatchFailed:
+				n++
+			}
+		}
+	}
+	return n, nil
 }

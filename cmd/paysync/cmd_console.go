@@ -11,6 +11,7 @@ import (
 	"github.com/paysync/paysync/payroll"
 	"github.com/paysync/paysync/worker"
 	"github.com/paysync/paysync/worker/inbox"
+	"github.com/paysync/paysync/worker/stream"
 )
 
 // The operator console (package console): `paysync console` serves it for
@@ -102,7 +103,7 @@ func runConsole(ctx context.Context, args []string, io stdio, env lookupEnv) err
 		return unlock, nil
 	}
 	srv, err := console.New(console.Config{Ledger: s.led, Password: cs.password, Actions: consoleActions(s, rules, io, lock),
-		Readiness: consoleChecks(&cfg, s), DeadLetters: deadLetterStream(&cfg), Mode: "paysync console", Logger: log})
+		Readiness: consoleChecks(&cfg, s), NATS: natsConfig(&cfg), Mode: "paysync console", Logger: log})
 	if err != nil {
 		return err
 	}
@@ -137,12 +138,16 @@ func consoleChecks(cfg *config, s *session) []worker.Check {
 	return checks
 }
 
-// deadLetterStream names where NATS dead letters go ("": no NATS).
-func deadLetterStream(cfg *config) string {
+// natsConfig is where the console reads the NATS dead letters (nil: NATS
+// is not configured): the stream settings paysync run and paysync
+// deadletters use.
+func natsConfig(cfg *config) *stream.Config {
 	if cfg.NATSURL == "" {
-		return ""
+		return nil
 	}
-	return fmt.Sprintf("(subject %s)", cfg.NATSDeadLetter)
+	scfg := cfg.streamConfig(nil)
+	scfg.Name = "paysync-console"
+	return &scfg
 }
 
 // serveConsole serves the console beside the daemon (paysync run) on
@@ -156,7 +161,7 @@ func serveConsole(ctx context.Context, cs consoleSettings, s *session, d *worker
 	a := consoleActions(s, rules, io, nil)
 	a.Wake = d.Wake
 	srv, err := console.New(console.Config{Ledger: s.led, Password: cs.password, Actions: a, Readiness: d.Checks(),
-		DeadLetters: deadLetterStream(cfg), Mode: "paysync run", Logger: log})
+		NATS: natsConfig(cfg), Mode: "paysync run", Logger: log})
 	if err != nil {
 		log.Error("console: not served", "err", err)
 		return none

@@ -34,7 +34,14 @@ func runPeriods(ctx context.Context, args []string, io stdio, env lookupEnv) err
 	if err != nil {
 		return usagef("periods %s: %v", pos[0], err)
 	}
-	if pos[0] == "close" {
+	return audited(ctx, l, env, &io, pos[0], "period "+p.String(), func() (string, error) {
+		return "", closeOrOpen(ctx, l, pos[0], p, note, io)
+	})
+}
+
+// closeOrOpen is periods close|open PERIOD.
+func closeOrOpen(ctx context.Context, l *ledger.Ledger, op string, p paysync.Period, note string, io stdio) error {
+	if op == "close" {
 		changed, err := l.ClosePeriod(ctx, p, note)
 		if err != nil {
 			return err

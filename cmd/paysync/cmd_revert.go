@@ -105,12 +105,22 @@ func runRevert(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	}
 	defer s.Close()
 	if byPeriod {
-		return runScope(ctx, s, "revert", sc, mapping.DefaultRules(), dryRun, yes, io)
+		return maybeAudited(ctx, s, env, &io, dryRun, "revert", "period "+sc.String(), func() (string, error) {
+			return "", runScope(ctx, s, "revert", sc, mapping.DefaultRules(), dryRun, yes, io)
+		})
 	}
 	tg, err := target(ctx, s.led, "revert", pos, importID)
 	if err != nil {
 		return err
 	}
+	return maybeAudited(ctx, s, env, &io, dryRun, "revert", targetScope(pos, importID), func() (string, error) {
+		return "", revertTarget(ctx, s, tg, dryRun, yes, io)
+	})
+}
+
+// revertTarget reverts a batch or an import (tg), shown first, confirmed,
+// then deleted from payroll.
+func revertTarget(ctx context.Context, s *session, tg worker.RevertTarget, dryRun, yes bool, io stdio) error {
 	if tg.Scope != nil {
 		// A message's pay parts are in batches it shares with other
 		// messages: its entries' pay parts are reverted, wherever they
@@ -153,6 +163,25 @@ func runRevert(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	return nil
 }
 
+// targetScope names BATCH_ID or --import ID as the audit log does
+// ("batch 12", "import 3"); target has checked them.
+func targetScope(pos []string, importID int64) string {
+	if importID != 0 {
+		return fmt.Sprintf("import %d", importID)
+	}
+	id, _ := parseID("", pos[0])
+	return fmt.Sprintf("batch %d", id)
+}
+
+// maybeAudited is audited unless this is a dry run (which changes nothing).
+func maybeAudited(ctx context.Context, s *session, env lookupEnv, std *stdio, dryRun bool, action, scope string, fn func() (string, error)) error {
+	if dryRun {
+		_, err := fn()
+		return err
+	}
+	return audited(ctx, s.led, env, std, action, scope, fn)
+}
+
 func runReplay(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 	cfg, err := loadConfig(ctx, env)
 	if err != nil {
@@ -190,7 +219,9 @@ func runReplay(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 			return err
 		}
 		defer s.Close()
-		return runScope(ctx, s, "replay", sc, rules, dryRun, yes, io)
+		return maybeAudited(ctx, s, env, &io, dryRun, "replay", "period "+sc.String(), func() (string, error) {
+			return "", runScope(ctx, s, "replay", sc, rules, dryRun, yes, io)
+		})
 	}
 	var batchID int64
 	if importID == 0 {
@@ -208,18 +239,27 @@ func runReplay(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 		return err
 	}
 	defer s.Close()
+	return maybeAudited(ctx, s, env, &io, dryRun, "replay", targetScope(pos, importID), func() (string, error) {
+		return replayTarget(ctx, s, &cfg, rules, batchID, importID, dryRun, yes, force, asJSON, io)
+	})
+}
+
+// replayTarget replays a batch or an import (one refused as a whole: its
+// stored input imported again), shown first, confirmed, then sent. With
+// --json, it returns the summary the text would have printed last (the
+// audit log's detail).
+func replayTarget(ctx context.Context, s *session, cfg *config, rules *mapping.Rules, batchID, importID int64, dryRun, yes, force, asJSON bool, io stdio) (string, error) {
 	w := s.commandWaiter(io.err)
-	schema, company, err := startupReads(ctx, w, s.cl, rules, cfg.CompanyID, func(string) {})
-	if err != nil {
-		return s.startupErr(err)
-	}
 	d := s.deliverer(io)
+	r, err := worker.NewReplayer(ctx, w, s.cl, s.led, d, rules, cfg.CompanyID, cfg.BatchSize)
+	if err != nil {
+		return "", s.startupErr(err)
+	}
 	finishLeftovers := func() error { return s.startupErr(w.Do(ctx, waitRecovery, d.Recover)) }
-	mapper := mapping.NewMapper(rules, mapping.NewCache(s.cl), schema, company)
 	if importID != 0 {
 		src, err := s.led.Source(ctx, importID)
 		if err != nil {
-			return err
+			return "", err
 		}
 		if src.Status == paysync.SourceRejected {
 			// Its input is taken again the way it came: a message as the
@@ -227,30 +267,29 @@ func runReplay(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 			// the inbox takes files.
 			read, err := cfg.readOptions("", rules) // read again as the inbox and the NATS consumer read
 			if err != nil {
-				return err
+				return "", err
 			}
 			drive := func(preview func(paysync.PlannedPayPart) error) (worker.Report, error) {
 				if src.Kind == paysync.SourceNATS {
-					mi := &worker.MessageImporter{L: s.led, Mapper: mapper, Rules: rules, Wire: schema, BatchSize: cfg.BatchSize, Read: read}
+					mi := &worker.MessageImporter{L: s.led, Mapper: r.Mapper, Rules: rules, Wire: r.Wire, BatchSize: cfg.BatchSize, Read: read}
 					return worker.RedriveMessage(ctx, s.led, mi, d, src, stream.CompanyOf(src.Name), preview)
 				}
-				im := &worker.Importer{L: s.led, D: d, Mapper: mapper, Rules: rules, Wire: schema, BatchSize: cfg.BatchSize, Read: read}
+				im := &worker.Importer{L: s.led, D: d, Mapper: r.Mapper, Rules: rules, Wire: r.Wire, BatchSize: cfg.BatchSize, Read: read}
 				return worker.Redrive(ctx, s.led, im, src, preview)
 			}
-			return redrive(ctx, s, d, finishLeftovers, src, drive, dryRun, yes, asJSON, io)
+			return "", redrive(ctx, s, d, finishLeftovers, src, drive, dryRun, yes, asJSON, io)
 		}
 	}
-	r := &worker.Replayer{L: s.led, D: d, Mapper: mapper, Rules: rules, Wire: schema, BatchSize: cfg.BatchSize}
 	rep := replayReport{}
 	if !dryRun {
 		// What an earlier run left in flight is settled first, and what an
 		// earlier replay of these entries left open is sent: an
 		// interrupted replay is finished, not planned again.
 		if err := finishLeftovers(); err != nil {
-			return err
+			return "", err
 		}
 		if rep.Resumed, err = r.Resume(ctx, batchID, importID); err != nil {
-			return err
+			return "", err
 		}
 		if len(rep.Resumed) > 0 && !asJSON {
 			fmt.Fprintf(io.out, "finished batches %v left open by an earlier replay: %s created\n\n", rep.Resumed, plural(d.Stats.Created, "pay part", "pay parts"))
@@ -258,7 +297,7 @@ func runReplay(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	}
 	plan, err := r.Plan(ctx, batchID, importID, force)
 	if err != nil {
-		return err
+		return "", err
 	}
 	rep.PayParts, rep.InPayroll, rep.PaidAgain = plan.PayParts, plan.InPayroll, plan.Forced
 	rep.Summary = importSummary{Skipped: plan.Skipped, PayParts: len(plan.PayParts)}
@@ -268,55 +307,56 @@ func runReplay(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	rep.Summary.Problems = len(rep.Problems)
 	if asJSON && dryRun {
 		if err := writeJSON(io.out, rep); err != nil {
-			return err
+			return "", err
 		}
-		return dryRunDone("replay", rep.Summary.Problems)
+		return "", dryRunDone("replay", rep.Summary.Problems)
 	}
 	if !asJSON {
 		if err := writeImportReport(io.out, rep.importReport); err != nil {
-			return err
+			return "", err
 		}
 		writeLiveSkips(io.out, plan)
 	}
 	if dryRun {
-		return dryRunDone("replay", rep.Summary.Problems)
+		return "", dryRunDone("replay", rep.Summary.Problems)
 	}
 	unfinished, err := unfinishedOf(ctx, s.led, rep.Resumed)
 	if err != nil {
-		return err
+		return "", err
 	}
 	var ids []int64
 	if len(plan.PayParts) > 0 {
 		if err := confirm(io, yes, fmt.Sprintf("send %s to payroll?", plural(len(plan.PayParts), "pay part", "pay parts"))); err != nil {
-			return err
+			return "", err
 		}
 		if ids, err = r.Run(ctx, plan); err != nil {
-			return err
+			return "", err
 		}
 		more, err := unfinishedOf(ctx, s.led, ids)
 		if err != nil {
-			return err
+			return "", err
 		}
 		unfinished += more
 	}
-	switch {
-	case asJSON:
+	detail := "nothing left to replay"
+	if len(ids) > 0 {
+		detail = fmt.Sprintf("replayed into batches %v: %s created, %d rejected", ids, plural(d.Stats.Created, "pay part", "pay parts"), d.Stats.Rejected)
+	}
+	if asJSON {
 		if err := writeJSON(io.out, map[string]any{"batches": ids, "created": d.Stats.Created, "rejected": d.Stats.Rejected,
 			"resumed_batches": rep.Resumed, "in_payroll_already": rep.InPayroll, "paid_again": rep.PaidAgain}); err != nil {
-			return err
+			return "", err
 		}
-	case len(ids) > 0:
-		fmt.Fprintf(io.out, "replayed into batches %v: %s created, %d rejected\n", ids, plural(d.Stats.Created, "pay part", "pay parts"), d.Stats.Rejected)
-	default:
-		fmt.Fprintln(io.out, "nothing left to replay")
+	} else {
+		fmt.Fprintln(io.out, detail)
 	}
 	switch {
 	case d.Stats.Rejected > 0 || len(plan.Problems) > 0:
-		return fmt.Errorf("replay: %s, %d rejected by payroll", plural(len(plan.Problems), "problem", "problems"), d.Stats.Rejected)
+		return detail, fmt.Errorf("replay: %s, %d rejected by payroll", plural(len(plan.Problems), "problem", "problems"), d.Stats.Rejected)
 	case unfinished > 0:
-		return fmt.Errorf("replay: %s not finish; they stay pending and are sent by the next replay, import or paysync run (paysync batches --state failed)", plural(unfinished, "batch did", "batches did"))
+		return detail, fmt.Errorf("replay: %s not finish; they stay pending and are sent by the next replay, import or paysync run (paysync batches --state failed)", plural(unfinished, "batch did", "batches did"))
 	}
-	return nil
+	return detail, nil
 }
 
 // replayReport is a replay's plan: an import's report and the entries
@@ -331,39 +371,15 @@ type replayReport struct {
 // writeLiveSkips says which entries a replay leaves out because an
 // earlier replay has them in payroll, or pays again with --force.
 func writeLiveSkips(w io.Writer, plan worker.ReplayPlan) {
-	for _, s := range plan.InPayroll {
-		if s.Pending {
-			fmt.Fprintf(w, "%s on their way to payroll through batch %d (an earlier replay, not yet sent): not replayed; it is sent first\n", plural(s.Entries, "entry is", "entries are"), s.BatchID)
-		} else {
-			fmt.Fprintf(w, "%s in payroll already through batch %d (an earlier replay): not replayed\n", plural(s.Entries, "entry is", "entries are"), s.BatchID)
-		}
-	}
-	for _, s := range plan.Forced {
-		are := "are"
-		if s.Entries == 1 {
-			are = "is"
-		}
-		fmt.Fprintf(w, "--force: %s in payroll already (or on their way) through batch %d %s paid again\n", plural(s.Entries, "entry", "entries"), s.BatchID, are)
+	for _, n := range plan.Notes() {
+		fmt.Fprintln(w, n)
 	}
 }
 
 // unfinishedOf counts the batches among ids (and those they split into)
-// that still owe work.
+// that still owe work (worker.Unfinished).
 func unfinishedOf(ctx context.Context, l *ledger.Ledger, ids []int64) (int, error) {
-	n := 0
-	for _, id := range ids {
-		fam, err := l.Family(ctx, id)
-		if err != nil {
-			return 0, err
-		}
-		for _, b := range fam {
-			switch b.State {
-			case paysync.BatchPending, paysync.BatchSending, paysync.BatchFailed:
-				n++
-			}
-		}
-	}
-	return n, nil
+	return worker.Unfinished(ctx, l, ids)
 }
 
 // redrive imports the stored input of an import refused as a whole again,
@@ -463,6 +479,9 @@ func loadRulesFile(path string) (*mapping.Rules, error) {
 	}
 	defer f.Close()
 	rules, err := mapping.LoadRules(path, f)
+	if err == nil {
+		err = mapping.Unconfirmed(rules) // a draft of rules init with guesses left
+	}
 	if err != nil {
 		// One problem a line (report prints each line of a usage error).
 		return nil, &usageError{"rules: " + strings.ReplaceAll(err.Error(), "\n", "\nrules: ")}
