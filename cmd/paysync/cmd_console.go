@@ -18,27 +18,17 @@ import (
 // a ledger without a daemon; `paysync run` serves it beside the daemon on
 // PAYSYNC_CONSOLE_ADDR.
 
-// consoleSettings are the PAYSYNC_CONSOLE_* variables. The password comes
-// from the environment only: a flag would show in ps and shell history.
+// consoleSettings are the PAYSYNC_CONSOLE_* variables (config).
 type consoleSettings struct {
 	listen   console.Listen
 	password string
 }
 
-// defaultConsoleAddr is PAYSYNC_CONSOLE_ADDR's default: loopback.
-const defaultConsoleAddr = "127.0.0.1:8081"
-
-func loadConsoleSettings(env lookupEnv) consoleSettings {
-	var cs consoleSettings
-	addr, ok := env("PAYSYNC_CONSOLE_ADDR")
-	if !ok {
-		addr = defaultConsoleAddr
+func loadConsoleSettings(cfg *config) consoleSettings {
+	return consoleSettings{
+		listen:   console.Listen{Addr: cfg.ConsoleAddr, CertFile: cfg.ConsoleTLSCert, KeyFile: cfg.ConsoleTLSKey},
+		password: string(cfg.ConsolePassword),
 	}
-	cs.listen.Addr = addr
-	cs.listen.CertFile, _ = env("PAYSYNC_CONSOLE_TLS_CERT")
-	cs.listen.KeyFile, _ = env("PAYSYNC_CONSOLE_TLS_KEY")
-	cs.password, _ = env("PAYSYNC_CONSOLE_PASSWORD")
-	return cs
 }
 
 // consoleActions are the console's actions on session s, as the CLI's
@@ -64,7 +54,7 @@ func runConsole(ctx context.Context, args []string, io stdio, env lookupEnv) err
 	if err != nil {
 		return err
 	}
-	cs := loadConsoleSettings(env)
+	cs := loadConsoleSettings(&cfg)
 	var rulesFile string
 	fs := newFlagSet("console", "console [--addr ADDR] [--rules FILE]", io)
 	cfg.apiFlags(fs)

@@ -58,7 +58,7 @@ func runRun(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 	if err != nil {
 		return err
 	}
-	stopConsole := serveConsole(ctx, loadConsoleSettings(env), s, d, rules, &cfg, log, io)
+	stopConsole := serveConsole(ctx, loadConsoleSettings(&cfg), s, d, rules, &cfg, log, io)
 	stopListeners := func(ctx context.Context) { stopConsole(ctx); stopHTTP(ctx) }
 	if err := d.Start(ctx); err != nil {
 		stopListeners(ctx)

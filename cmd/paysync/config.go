@@ -88,27 +88,35 @@ type config struct {
 	// Send is when streamed entries become pay parts: immediate (as
 	// batches seal) or cutoff (held, and planned per period at the
 	// PAYSYNC_CUTOFF schedule).
-	Send           string        `env:"PAYSYNC_SEND, default=immediate"`
-	Cutoff         string        `env:"PAYSYNC_CUTOFF"`
-	BatchLinger    time.Duration `env:"PAYSYNC_BATCH_LINGER, default=2s"`
-	RateLimit      float64       `env:"PAYSYNC_RATE_LIMIT, default=20"`
-	InFlight       int           `env:"PAYSYNC_IN_FLIGHT, default=4"`
-	HTTPAddr       string        `env:"PAYSYNC_HTTP_ADDR, default=127.0.0.1:9480"`
-	ShutdownGrace  time.Duration `env:"PAYSYNC_SHUTDOWN_GRACE, default=30s"`
-	PProf          bool          `env:"PAYSYNC_PPROF, default=false"`
-	NATSURL        string        `env:"NATS_URL"`
-	NATSCreds      string        `env:"NATS_CREDS"`
-	NATSNKey       string        `env:"NATS_NKEY_SEED"`
-	NATSCA         string        `env:"NATS_CA"`
-	NATSCert       string        `env:"NATS_CERT"`
-	NATSKey        string        `env:"NATS_KEY"`
-	NATSStream     string        `env:"PAYSYNC_NATS_STREAM, default=TIMESHEETS"`
-	NATSSubject    string        `env:"PAYSYNC_NATS_SUBJECT, default=timesheets.>"`
-	NATSDurable    string        `env:"PAYSYNC_NATS_DURABLE, default=paysync"`
-	NATSDeadLetter string        `env:"PAYSYNC_NATS_DEAD_LETTER, default=paysync.deadletter"`
-	NATSBind       bool          `env:"PAYSYNC_NATS_BIND, default=false"`
-	NATSAckWait    time.Duration `env:"PAYSYNC_NATS_ACK_WAIT, default=30s"`
-	NATSFilter     string        `env:"PAYSYNC_NATS_FILTER"`
+	Send        string        `env:"PAYSYNC_SEND, default=immediate"`
+	Cutoff      string        `env:"PAYSYNC_CUTOFF"`
+	BatchLinger time.Duration `env:"PAYSYNC_BATCH_LINGER, default=2s"`
+	RateLimit   float64       `env:"PAYSYNC_RATE_LIMIT, default=20"`
+	InFlight    int           `env:"PAYSYNC_IN_FLIGHT, default=4"`
+	HTTPAddr    string        `env:"PAYSYNC_HTTP_ADDR, default=127.0.0.1:9480"`
+
+	// The operator console (paysync run, paysync console): off when the
+	// address is empty. The password comes from the environment only: a
+	// flag would show in ps and shell history.
+	ConsoleAddr     string        `env:"PAYSYNC_CONSOLE_ADDR, default=127.0.0.1:8081"`
+	ConsolePassword secret        `env:"PAYSYNC_CONSOLE_PASSWORD"`
+	ConsoleTLSCert  string        `env:"PAYSYNC_CONSOLE_TLS_CERT"`
+	ConsoleTLSKey   string        `env:"PAYSYNC_CONSOLE_TLS_KEY"`
+	ShutdownGrace   time.Duration `env:"PAYSYNC_SHUTDOWN_GRACE, default=30s"`
+	PProf           bool          `env:"PAYSYNC_PPROF, default=false"`
+	NATSURL         string        `env:"NATS_URL"`
+	NATSCreds       string        `env:"NATS_CREDS"`
+	NATSNKey        string        `env:"NATS_NKEY_SEED"`
+	NATSCA          string        `env:"NATS_CA"`
+	NATSCert        string        `env:"NATS_CERT"`
+	NATSKey         string        `env:"NATS_KEY"`
+	NATSStream      string        `env:"PAYSYNC_NATS_STREAM, default=TIMESHEETS"`
+	NATSSubject     string        `env:"PAYSYNC_NATS_SUBJECT, default=timesheets.>"`
+	NATSDurable     string        `env:"PAYSYNC_NATS_DURABLE, default=paysync"`
+	NATSDeadLetter  string        `env:"PAYSYNC_NATS_DEAD_LETTER, default=paysync.deadletter"`
+	NATSBind        bool          `env:"PAYSYNC_NATS_BIND, default=false"`
+	NATSAckWait     time.Duration `env:"PAYSYNC_NATS_ACK_WAIT, default=30s"`
+	NATSFilter      string        `env:"PAYSYNC_NATS_FILTER"`
 
 	// MarketplaceURL is where `paysync connect` sends the browser to
 	// choose the company (select-company) and trades its code (code2token).
