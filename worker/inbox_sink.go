@@ -55,7 +55,7 @@ func (s *InboxSink) AllOrNothing() bool { return s.im.AllOrNothing }
 
 func inboxImported(rep Report) inbox.Imported {
 	return inbox.Imported{
-		ImportID: rep.ImportID, RejectedAs: rep.RejectedAs, Duplicate: rep.Duplicate, ImportedAt: rep.ImportedAt,
+		ImportID: rep.ImportID, RejectedAs: rep.RejectedAs, Duplicate: rep.Duplicate, ImportedAt: rep.ImportedAt, RetryOf: rep.RetryOf,
 		Entries: rep.Entries, Mapped: rep.Mapped, Duplicates: rep.Duplicates, Skipped: rep.Skipped,
 		PayParts: rep.PayParts, Batches: len(rep.Batches),
 		Corrections: rep.Corrections, Removed: rep.Removed, Outside: rep.Outside, Warnings: rep.Warnings, Notes: rep.Notes,

@@ -46,6 +46,9 @@ func (r report) String() string {
 		}
 		if rep.ImportID != 0 {
 			fmt.Fprintf(&b, "import:    %d\n", rep.ImportID)
+			if rep.RetryOf != 0 {
+				fmt.Fprintf(&b, "again:     the same content as import %d, which had rejects: taken again (what landed then counts as already imported)\n", rep.RetryOf)
+			}
 		} else {
 			fmt.Fprintf(&b, "import:    none (nothing was committed or sent)\n")
 		}

@@ -47,6 +47,9 @@ type Imported struct {
 	RejectedAs int64
 	Duplicate  bool   // the same content was imported before
 	ImportedAt string // when the earlier import was, for a duplicate ("" unknown)
+	// RetryOf is the import of the same content this one takes again:
+	// that one had rejects, which get another chance (0: none).
+	RetryOf int64
 
 	Entries    int            // read from the file
 	Mapped     int            // that went into pay parts
