@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/paysync/paysync"
@@ -179,9 +180,15 @@ func (l *Ledger) PartsOfEntries(ctx context.Context, entries []int64) ([]Superse
 	if err != nil {
 		return nil, fmt.Errorf("ledger: live pay parts: %w", err)
 	}
+	return l.partsByID(ctx, ids)
+}
+
+// partsByID returns the pay parts with these ids, each with all its
+// entries, in the order of their ids.
+func (l *Ledger) partsByID(ctx context.Context, ids []string) ([]SupersedablePart, error) {
 	byID := map[int64]*SupersedablePart{}
 	var out []*SupersedablePart
-	err = queryIn(ctx, l.rdb, ids, func(in string) string {
+	err := queryIn(ctx, l.rdb, ids, func(in string) string {
 		return `SELECT p.id, p.batch_id, p.seq, p.company_id, p.employee_id, p.employee_name, p.code, p.units, p.rate, p.amount, p.description, p.rule,
 				p.state, coalesce(p.payroll_id, ''), b.state, e.id, e.data, e.line, s.name, e.content_hash
 			FROM pay_parts p JOIN batches b ON b.id = p.batch_id JOIN pay_part_entries pe ON pe.pay_part_id = p.id
@@ -361,6 +368,63 @@ func (l *Ledger) CutoffEntries(ctx context.Context, p paysync.Period, withPaid b
 	return out, nil
 }
 
+// HeldEntries returns up to limit held entries, oldest first: what a merge
+// (PAYSYNC_SEND=immediate with aggregation) plans next.
+func (l *Ledger) HeldEntries(ctx context.Context, limit int) ([]LiveEntry, error) {
+	// The partial index entries_held keeps this a short read however large
+	// the ledger, and the backlog beyond limit is not read.
+	out, err := l.liveEntries(ctx, `e.id IN (SELECT id FROM entries WHERE note = ? AND status = 'mapped' ORDER BY id LIMIT ?)`, HeldNote, limit)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: held entries: %w", err)
+	}
+	return out, nil
+}
+
+// PartGroup names the live pay parts of one company × employee × code ×
+// rule whose entries are dated in a period (a merge's aggregates; the rate
+// is the caller's to compare).
+type PartGroup struct {
+	Company, Employee, Code, Rule string
+	Period                        paysync.Period
+}
+
+// LivePartsOfGroups returns the live pay parts (pending or created, not
+// superseded) of the groups, each with all its entries.
+func (l *Ledger) LivePartsOfGroups(ctx context.Context, groups []PartGroup) ([]SupersedablePart, error) {
+	var ids []string
+	seen := map[string]bool{}
+	for _, g := range groups {
+		// pay_parts_company narrows to the company's live pay parts; the
+		// EXISTS stops at a pay part's first entry in the period (a pay
+		// part's entries are of one period).
+		rows, err := l.rdb.QueryContext(ctx, `SELECT p.id FROM pay_parts p
+			WHERE p.company_id = ? AND p.state IN ('pending', 'created') AND p.superseded_by IS NULL
+				AND p.employee_id = ? AND p.code = ? AND p.rule = ?
+				AND EXISTS (SELECT 1 FROM pay_part_entries pe JOIN entries e ON e.id = pe.entry_id
+					WHERE pe.pay_part_id = p.id AND e.entry_date BETWEEN ? AND ?)
+			ORDER BY p.id`,
+			g.Company, g.Employee, g.Code, g.Rule, g.Period.First().Format(time.DateOnly), g.Period.Last().Format(time.DateOnly))
+		if err != nil {
+			return nil, fmt.Errorf("ledger: live pay parts of %s|%s|%s in %s: %w", g.Company, g.Employee, g.Code, g.Period, err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("ledger: live pay parts: %w", err)
+			}
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+		if err := rows.Close(); err != nil {
+			return nil, fmt.Errorf("ledger: live pay parts: %w", err)
+		}
+	}
+	return l.partsByID(ctx, ids)
+}
+
 // NewEntryStatus is what a corrected entry's new version mapped to.
 type NewEntryStatus struct {
 	Status paysync.EntryStatus
@@ -511,10 +575,8 @@ func (l *Ledger) ApplyCorrection(ctx context.Context, c Correction) (unit int64,
 						return err
 					}
 					pid, _ := res.LastInsertId()
-					for _, row := range c.PayPartRows[i] {
-						if _, err := st.exec(`INSERT OR IGNORE INTO pay_part_entries (pay_part_id, entry_id) VALUES (?, ?)`, pid, row); err != nil {
-							return err
-						}
+					if err := linkEntries(st, pid, c.PayPartRows[i]); err != nil {
+						return err
 					}
 				}
 			}
@@ -525,6 +587,28 @@ func (l *Ledger) ApplyCorrection(ctx context.Context, c Correction) (unit int64,
 		return 0, nil, ErrCorrectionStale
 	}
 	return unit, batches, err
+}
+
+// linkChunk is how many entries one insert links to a pay part (an
+// aggregate can sum many thousands: one statement per entry would hold
+// the writer that much longer).
+const linkChunk = 400
+
+// linkEntries links the entries (rows) to pay part pid, linkChunk a
+// statement.
+func linkEntries(st *stmts, pid int64, rows []int64) error {
+	for start := 0; start < len(rows); start += linkChunk {
+		part := rows[start:min(start+linkChunk, len(rows))]
+		args := make([]any, 0, 2*len(part))
+		for _, row := range part {
+			args = append(args, pid, row)
+		}
+		q := `INSERT OR IGNORE INTO pay_part_entries (pay_part_id, entry_id) VALUES ` + strings.TrimSuffix(strings.Repeat(`(?, ?), `, len(part)), ", ")
+		if _, err := st.exec(q, args...); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // SupersededBy returns the pay parts of company that correction unit

@@ -2,8 +2,10 @@
 // starts an embedded NATS JetStream server and the payroll sandbox in this
 // process, runs the real paysync binary beside them (`paysync run` for
 // NATS, `paysync import` for files), feeds it entries, waits until every
-// pay part exists in the sandbox, and reports throughput, API calls per
-// pay part, publish → created latency, and paysync's own peak RSS and CPU
+// entry has landed (a pay part per entry in the sandbox, or, aggregated,
+// every entry in a created pay part of the ledger and each aggregate's
+// exact total in the sandbox), and reports throughput (entries/s), API
+// calls per pay part, publish → created latency, and paysync's own peak RSS and CPU
 // seconds (VmHWM sampled from /proc, and the kernel's rusage). With
 // Config.Peer the NATS backlog goes through paysync and then, on a fresh
 // server and sandbox, through Benthos (peer.go), and the two are compared.
@@ -61,6 +63,13 @@ type Config struct {
 	Progress   io.Writer // progress lines (nil: none)
 	// Env is added to paysync's environment (e.g. GOMAXPROCS, GOGC).
 	Env []string
+	// NoAggregate runs the NATS scenarios under rules with aggregate:
+	// false: one pay part per entry. By default (paysync's default rules)
+	// the entries aggregate into one pay part per company × employee ×
+	// code × month (16 for 4 companies), kept right as entries arrive, so
+	// a run ends when every entry has landed (in the ledger: in a created
+	// pay part) and payroll holds each group's exact total.
+	NoAggregate bool
 	// Peer runs the NATS backlog of Entries twice, one side after the
 	// other, each on a fresh NATS server and sandbox with the same
 	// entries: paysync, then Benthos (see peer.go). It replaces the plain
@@ -214,12 +223,14 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 
 // env is one scenario's sandbox, directory and paysync environment.
 type env struct {
-	cfg  Config
-	dir  string
-	sb   *sandbox.Server
-	base []string
-	mu   sync.Mutex
-	made map[string]int64 // payroll id → created (unix ns), when timing
+	cfg     Config
+	dir     string
+	sb      *sandbox.Server
+	base    []string
+	mu      sync.Mutex
+	made    map[string]int64 // payroll id → created (unix ns), when timing
+	creates atomic.Int64     // pay parts created so far (OnCreate)
+	seeded  int              // pay parts in the sandbox that are not paysync's (the trickle's round trips)
 	// before holds the sandbox's request counters before paysync started
 	// (the load tool's own probes), subtracted by fill.
 	before map[string]int
@@ -236,6 +247,7 @@ func newEnv(cfg Config, name string, timing bool) (*env, error) {
 	}
 	opts := sandbox.Options{ExtraCompanies: cfg.Companies, AccessTTL: time.Hour,
 		OnCreate: func(_ string, created []paysync.PayPart) {
+			e.creates.Add(int64(len(created)))
 			now := time.Now().UnixNano()
 			e.mu.Lock()
 			defer e.mu.Unlock()
@@ -309,6 +321,54 @@ func (r *Result) derive() {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// waitLanded polls until n entries have landed (the ledger links each to a
+// created pay part that is not superseded) and the sandbox holds parts pay
+// parts, the process exits, or ctx ends. The ledger is read every 50 ms
+// while pay parts are created, else every 250 ms.
+func (e *env) waitLanded(ctx context.Context, n, parts int, exited <-chan struct{}) error {
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(e.dir, "ledger.db")+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	landed, lastAt, readAt := -1, time.Now(), time.Time{}
+	var seen int64 = -1
+	for {
+		// The ledger records a create just after the sandbox made it: read
+		// again a while after the last create too.
+		if c, since := e.creates.Load(), time.Since(readAt); (c != seen && since >= 50*time.Millisecond) || since >= 250*time.Millisecond {
+			seen, readAt = c, time.Now()
+			var got int
+			if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pay_parts p JOIN pay_part_entries pe ON pe.pay_part_id = p.id
+				WHERE p.state = 'created' AND p.superseded_by IS NULL`).Scan(&got); err != nil {
+				return fmt.Errorf("read the ledger: %w", err)
+			}
+			if got != landed {
+				landed, lastAt = got, time.Now()
+			}
+		}
+		pp := e.sb.PayPartCount() - e.seeded
+		if pp > parts {
+			return fmt.Errorf("the sandbox holds %d pay parts, want %d: something was created twice", pp, parts)
+		}
+		if landed >= n && pp == parts {
+			return nil
+		}
+		if time.Since(lastAt) > 2*time.Minute {
+			return fmt.Errorf("stuck at %d of %d entries landed (%d of %d pay parts) for 2 minutes", landed, n, pp, parts)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-exited:
+			return fmt.Errorf("the process exited with %d of %d entries landed", landed, n)
+		case <-t.C:
+		}
+	}
+}
 
 // waitFor polls until the sandbox holds want pay parts, the process exits,
 // or ctx ends.
@@ -489,7 +549,8 @@ func waitReady(ctx context.Context, addr string, p *proc) error {
 }
 
 // latencies joins publish times (by entry index) and creation times (by
-// payroll id) through the ledger, and returns the sorted latencies.
+// payroll id) through the ledger, and returns the sorted latencies, one
+// per entry traced: publish → its first pay part created.
 func (e *env) latencies(ctx context.Context, published []int64, prefix string) ([]time.Duration, error) {
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(e.dir, "ledger.db")+"?mode=ro")
 	if err != nil {
@@ -505,7 +566,9 @@ func (e *env) latencies(ctx context.Context, published []int64, prefix string) (
 	defer rows.Close()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []time.Duration
+	// An entry's first pay part created is when it landed (an aggregate
+	// it is in is replaced as entries join it).
+	first := map[int]int64{}
 	for rows.Next() {
 		var pid, eid string
 		if err := rows.Scan(&pid, &eid); err != nil {
@@ -516,11 +579,17 @@ func (e *env) latencies(ctx context.Context, published []int64, prefix string) (
 			continue
 		}
 		if at, ok := e.made[pid]; ok {
-			out = append(out, time.Duration(at-published[i]))
+			if f, ok := first[i]; !ok || at < f {
+				first[i] = at
+			}
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
+	}
+	out := make([]time.Duration, 0, len(first))
+	for i, at := range first {
+		out = append(out, time.Duration(at-published[i]))
 	}
 	slices.Sort(out)
 	return out, nil

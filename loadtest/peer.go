@@ -66,7 +66,8 @@ func runPeer(ctx context.Context, cfg Config) ([]Result, Comparison, error) {
 	if err != nil {
 		return nil, Comparison{}, err
 	}
-	cfg.units = true
+	// One pay part per entry, as Benthos creates them.
+	cfg.units, cfg.NoAggregate = true, true
 	cpu0 := selfCPU()
 	a, err := runNATS(ctx, cfg, "peer-paysync", cfg.Entries, true)
 	if err != nil {

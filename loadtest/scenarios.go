@@ -3,6 +3,7 @@ package loadtest
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -105,9 +106,52 @@ func (e *env) startNATS(ctx context.Context) (url string, pub *publisher, stop f
 	return ns.ClientURL(), pub, func() { pub.close(); ns.Shutdown(); ns.WaitForShutdown() }, nil
 }
 
+// natsTotals is what payroll must hold once entries [0, n) landed: the
+// pay parts (one per entry, or one per company × employee aggregated:
+// every entry is T1 of November) and their units in all, exactly.
+func natsTotals(cfg Config, n int) (parts int, units decimal.Decimal) {
+	groups := map[string]bool{}
+	for i := range n {
+		_, body := entry(cfg, "", i)
+		var e struct {
+			Company  string          `json:"company_id"`
+			Employee string          `json:"employee_id"`
+			Hours    decimal.Decimal `json:"hours"`
+			Units    decimal.Decimal `json:"units"`
+		}
+		if err := json.Unmarshal(body, &e); err != nil {
+			panic(err) // entry writes valid JSON
+		}
+		groups[e.Company+"|"+e.Employee] = true
+		units = units.Add(e.Hours).Add(e.Units)
+	}
+	if cfg.NoAggregate {
+		return n, units
+	}
+	return len(groups), units
+}
+
+// checkUnits fails unless the sandbox holds exactly units in all (every
+// entry's hours once: none lost, none twice, whatever the aggregates).
+func (e *env) checkUnits(units decimal.Decimal) error {
+	sum := decimal.Zero
+	for _, c := range e.sb.State().Companies {
+		for _, p := range c.PayParts {
+			if p.Units.Valid {
+				sum = sum.Add(p.Units.Decimal)
+			}
+		}
+	}
+	if !sum.Equal(units) {
+		return fmt.Errorf("the sandbox's pay parts sum %s units, want %s", sum, units)
+	}
+	return nil
+}
+
 // runNATS: N entries through NATS → paysync run → sandbox → ledger.
 func runNATS(ctx context.Context, cfg Config, name string, n int, backlog bool) (Result, error) {
-	r := Result{Scenario: name, Entries: n, PayParts: n}
+	parts, units := natsTotals(cfg, n)
+	r := Result{Scenario: name, Entries: n, PayParts: parts}
 	timing := !backlog
 	e, err := newEnv(cfg, name, timing)
 	if err != nil {
@@ -137,6 +181,13 @@ func runNATS(ctx context.Context, cfg Config, name string, n int, backlog bool) 
 		return r, err
 	}
 	extra := []string{"NATS_URL=" + url, "PAYSYNC_HTTP_ADDR=" + addr}
+	if cfg.NoAggregate {
+		rules := filepath.Join(e.dir, "rules.yaml")
+		if err := os.WriteFile(rules, []byte("version: 1\naggregate: false\n"), 0o600); err != nil {
+			return r, err
+		}
+		extra = append(extra, "PAYSYNC_MAPPING="+rules)
+	}
 	if cfg.Profile != "" {
 		extra = append(extra, "PAYSYNC_PPROF=true")
 	}
@@ -167,11 +218,18 @@ func runNATS(ctx context.Context, cfg Config, name string, n int, backlog bool) 
 	} else {
 		pubErr <- nil
 	}
-	if err := e.waitFor(ctx, n, p.exited); err != nil {
+	wait := func() error { return e.waitLanded(ctx, n, parts, p.exited) }
+	if parts == n {
+		wait = func() error { return e.waitFor(ctx, n, p.exited) } // one per entry: the sandbox's count tells
+	}
+	if err := wait(); err != nil {
 		return r, fmt.Errorf("%w: %s", err, p.output())
 	}
 	r.Seconds = time.Since(t0).Seconds()
 	w.end(&r)
+	if err := e.checkUnits(units); err != nil {
+		return r, err
+	}
 	if err := <-pubErr; err != nil {
 		return r, err
 	}
@@ -289,7 +347,8 @@ func writeCSV(file string, cfg Config, n int) error {
 // runTrickle: single entries, each published alone once the one before
 // was created; each must be created within linger + one round trip.
 func runTrickle(ctx context.Context, cfg Config) (Result, error) {
-	r := Result{Scenario: "trickle", Entries: cfg.Trickle, PayParts: cfg.Trickle}
+	parts, _ := natsTotals(cfg, cfg.Trickle)
+	r := Result{Scenario: "trickle", Entries: cfg.Trickle, PayParts: parts}
 	e, err := newEnv(cfg, "trickle", true)
 	if err != nil {
 		return r, err
@@ -311,7 +370,15 @@ func runTrickle(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return r, err
 	}
-	p, err := e.start([]string{"run"}, "NATS_URL="+url, "PAYSYNC_HTTP_ADDR="+addr)
+	extra := []string{"NATS_URL=" + url, "PAYSYNC_HTTP_ADDR=" + addr}
+	if cfg.NoAggregate {
+		rules := filepath.Join(e.dir, "rules.yaml")
+		if err := os.WriteFile(rules, []byte("version: 1\naggregate: false\n"), 0o600); err != nil {
+			return r, err
+		}
+		extra = append(extra, "PAYSYNC_MAPPING="+rules)
+	}
+	p, err := e.start([]string{"run"}, extra...)
 	if err != nil {
 		return r, err
 	}
@@ -321,13 +388,16 @@ func runTrickle(ctx context.Context, cfg Config) (Result, error) {
 	}
 	const prefix = "trickle-"
 	published := make([]int64, cfg.Trickle)
-	base := e.sb.PayPartCount()
+	e.seeded = e.sb.PayPartCount()
 	t0 := time.Now()
 	for i := range cfg.Trickle {
 		if err := pub.publish(ctx, cfg, prefix, i, i+1, published); err != nil {
 			return r, err
 		}
-		if err := e.waitFor(ctx, base+i+1, p.exited); err != nil {
+		// Aggregated, an entry of a group seen before replaces its pay
+		// part: landed entries tell, not the sandbox's count.
+		parts, _ := natsTotals(cfg, i+1)
+		if err := e.waitLanded(ctx, i+1, parts, p.exited); err != nil {
 			return r, err
 		}
 		// Apart enough that each entry is alone in its batch.

@@ -150,7 +150,7 @@ func (c *Client) Schema(ctx context.Context) (Schema, error) {
 	}
 	var s Schema
 	if c.cfg.Schema.NoProbe {
-		s = DefaultSchema()
+		s = DefaultSchemaFor(c.cfg.Schema.Dialect)
 	} else {
 		var err error
 		if s, err = c.probe(ctx); err != nil {

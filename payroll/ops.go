@@ -31,11 +31,37 @@ type wirePayPart struct {
 }
 
 type wireEmployee struct {
-	ID       string          `json:"id"`
-	Name     *string         `json:"name"`
-	Number   json.RawMessage `json:"number"` // aliased: a String, ID or Int
-	Email    *string         `json:"email"`  // aliased
-	PayParts []*wirePayPart  `json:"pay_parts"`
+	ID       string                    `json:"id"`
+	Name     *string                   `json:"name"`
+	Number   json.RawMessage           `json:"number"` // aliased: a String, ID or Int
+	Email    *string                   `json:"email"`  // aliased
+	PayParts wrappedList[*wirePayPart] `json:"pay_parts"`
+}
+
+// wrappedList reads a list served bare ([…]) or wrapped in an object with
+// one field (the camelCase dialect's { payParts: […] }).
+type wrappedList[T any] []T
+
+func (l *wrappedList[T]) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '{' {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(b, &m); err != nil {
+			return err
+		}
+		if len(m) != 1 {
+			return fmt.Errorf("a wrapped list has %d fields, want 1", len(m))
+		}
+		for _, v := range m {
+			b = v
+		}
+	}
+	var out []T
+	if err := json.Unmarshal(b, &out); err != nil {
+		return err
+	}
+	*l = out
+	return nil
 }
 
 // employeeNumber reads a number served as a string or as an Int.
@@ -56,10 +82,10 @@ func employeeNumber(raw json.RawMessage) (string, error) {
 }
 
 type wireCompany struct {
-	ID        string          `json:"id"`
-	Name      *string         `json:"name"`
-	Employees []*wireEmployee `json:"employees"`
-	PayParts  []*wirePayPart  `json:"pay_parts"`
+	ID        string                     `json:"id"`
+	Name      *string                    `json:"name"`
+	Employees wrappedList[*wireEmployee] `json:"employees"`
+	PayParts  wrappedList[*wirePayPart]  `json:"pay_parts"`
 }
 
 func str(p *string) string {
@@ -110,7 +136,7 @@ func decodePayParts(s Schema, ws []*wirePayPart) ([]paysync.PayPart, error) {
 
 func decodeCompanies(s Schema, op string, data json.RawMessage) ([]paysync.Company, error) {
 	var r struct {
-		Companies []*wireCompany `json:"companies"`
+		Companies wrappedList[*wireCompany] `json:"companies"`
 	}
 	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, decodeErr(op, err)
@@ -162,16 +188,37 @@ func idsVar(vars map[string]any, name string, ids []string) {
 	}
 }
 
+// companyVars are the variables of the companies queries: the ids as
+// arguments (snake_case), or in the input objects (camelCase: always
+// sent, empty for "all").
+func companyVars(s Schema, companyIDs, employeeIDs []string, employees bool) map[string]any {
+	vars := map[string]any{}
+	if s.Dialect != Camel {
+		idsVar(vars, s.Names.CompanyIDs, companyIDs)
+		if employees {
+			idsVar(vars, s.Names.EmployeeIDs, employeeIDs)
+		}
+		return vars
+	}
+	in := map[string]any{}
+	idsVar(in, s.Names.CompanyIDs, companyIDs)
+	vars["input"] = in
+	if employees {
+		emp := map[string]any{}
+		idsVar(emp, s.Names.EmployeeIDs, employeeIDs)
+		vars["employees"] = emp
+	}
+	return vars
+}
+
 // Companies lists the companies the account can see, optionally only
 // those with the given IDs (nil: all).
 func (c *Client) Companies(ctx context.Context, companyIDs []string) ([]paysync.Company, error) {
-	vars := map[string]any{}
-	idsVar(vars, "company_ids", companyIDs)
 	s, err := c.Schema(ctx)
 	if err != nil {
 		return nil, err
 	}
-	data, err := c.query(ctx, opCompanies, vars)
+	data, err := c.query(ctx, opCompanies, companyVars(s, companyIDs, nil, false))
 	if err != nil {
 		return nil, err
 	}
@@ -182,15 +229,11 @@ func (c *Client) oneCompany(ctx context.Context, op, companyID string, employeeI
 	if companyID == "" {
 		return paysync.Company{}, &Error{Op: op, Class: Rejected, Index: -1, Reason: "company id is empty"}
 	}
-	vars := map[string]any{"company_ids": []string{companyID}}
-	if op != opCompanyPayParts {
-		idsVar(vars, "employee_ids", employeeIDs)
-	}
 	s, err := c.Schema(ctx)
 	if err != nil {
 		return paysync.Company{}, err
 	}
-	data, err := c.query(ctx, op, vars)
+	data, err := c.query(ctx, op, companyVars(s, []string{companyID}, employeeIDs, op != opCompanyPayParts))
 	if err != nil {
 		return paysync.Company{}, err
 	}
@@ -232,11 +275,16 @@ func (c *Client) CompanyPayParts(ctx context.Context, companyID string) ([]paysy
 	return co.PayParts, err
 }
 
-// PayParts lists a company's pay parts through the top-level pay_parts query.
+// PayParts lists a company's pay parts through the top-level pay_parts
+// query, or through the company's when the server has none (the
+// camelCase dialect). Reconciliation reads what exists with it.
 func (c *Client) PayParts(ctx context.Context, companyID string) ([]paysync.PayPart, error) {
 	s, err := c.Schema(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if s.Names.TopPayParts == "" {
+		return c.CompanyPayParts(ctx, companyID)
 	}
 	data, err := c.query(ctx, opPayParts, map[string]any{"company_id": companyID})
 	if err != nil {
@@ -262,13 +310,13 @@ func (c *Client) PayPartsMeta(ctx context.Context) ([]paysync.PayPartMeta, error
 		return nil, err
 	}
 	var r struct {
-		Meta []*struct {
+		Meta wrappedList[*struct {
 			Code          string          `json:"code"`
 			Description   *string         `json:"description"`
 			UnitsAllowed  json.RawMessage `json:"units_allowed"`
 			RateAllowed   json.RawMessage `json:"rate_allowed"`
 			AmountAllowed json.RawMessage `json:"amount_allowed"`
-		} `json:"pay_parts_meta"`
+		}] `json:"pay_parts_meta"`
 	}
 	if err := json.Unmarshal(data, &r); err != nil {
 		return nil, decodeErr(opPayPartsMeta, err)
@@ -341,6 +389,15 @@ type wireInput struct {
 	Amount     json.RawMessage `json:"amount,omitempty"`
 }
 
+// camelInput is wireInput in the camelCase dialect.
+type camelInput struct {
+	EmployeeID string          `json:"employeeId"`
+	Code       string          `json:"code"`
+	Units      json.RawMessage `json:"units,omitempty"`
+	Rate       json.RawMessage `json:"rate,omitempty"`
+	Amount     json.RawMessage `json:"amount,omitempty"`
+}
+
 // EncodeInputs renders pay part inputs for the server's schema. A number
 // that cannot be carried exactly is an error naming the item and field.
 func EncodeInputs(s Schema, items []paysync.PayPartInput) ([]wireInput, error) {
@@ -388,9 +445,17 @@ func (c *Client) CreatePayParts(ctx context.Context, companyID string, items []p
 		fmt.Sscanf(err.Error(), "pay_parts[%d]", &idx)
 		return nil, &Error{Op: opCreatePayParts, Class: Rejected, Index: idx, Reason: err.Error(), Err: err}
 	}
-	data, err := c.exec(ctx, opCreatePayParts, doc, map[string]any{"company_id": companyID, "pay_parts": wire})
+	vars := map[string]any{"company_id": companyID, "pay_parts": wire}
+	if s.Dialect == Camel {
+		camel := make([]camelInput, len(wire))
+		for i, w := range wire {
+			camel[i] = camelInput(w)
+		}
+		vars = map[string]any{"input": map[string]any{s.Names.CompanyID: companyID, s.Names.Items: camel}}
+	}
+	data, err := c.exec(ctx, opCreatePayParts, doc, vars)
 	var r struct {
-		Created []*wirePayPart `json:"create_pay_parts"`
+		Created wrappedList[*wirePayPart] `json:"create_pay_parts"`
 	}
 	if len(data) > 0 && string(data) != "null" {
 		if derr := json.Unmarshal(data, &r); derr != nil && err == nil {
@@ -484,11 +549,18 @@ func (c *Client) DeletePayParts(ctx context.Context, companyID string, ids []str
 	if len(ids) == 0 {
 		return DeleteResult{}, nil
 	}
-	_, doc, err := c.doc(ctx, opDeletePayParts)
+	s, doc, err := c.doc(ctx, opDeletePayParts)
 	if err != nil {
 		return DeleteResult{}, err
 	}
-	data, err := c.exec(ctx, opDeletePayParts, doc, map[string]any{"company_id": companyID, "pay_part_ids": ids})
+	if s.Names.Delete == "" {
+		return DeleteResult{}, noDelete(opDeletePayParts)
+	}
+	vars := map[string]any{"company_id": companyID, "pay_part_ids": ids}
+	if s.Dialect == Camel {
+		vars = map[string]any{"input": map[string]any{s.Names.CompanyID: companyID, s.Names.PayPartIDs: ids}}
+	}
+	data, err := c.exec(ctx, opDeletePayParts, doc, vars)
 	if err != nil {
 		return DeleteResult{}, err
 	}
@@ -498,8 +570,64 @@ func (c *Client) DeletePayParts(ctx context.Context, companyID string, ids []str
 	if err := json.Unmarshal(data, &r); err != nil {
 		return DeleteResult{}, decodeErr(opDeletePayParts, err)
 	}
-	if string(bytes.TrimSpace(r.Result)) == "false" {
+	if string(bytes.TrimSpace(r.Result)) == "false" || payloadSaysFalse(r.Result) {
 		return DeleteResult{Raw: r.Result}, &Error{Op: opDeletePayParts, Class: Ambiguous, Index: -1, Reason: "server answered false"}
 	}
 	return DeleteResult{Raw: r.Result}, nil
+}
+
+// payloadSaysFalse reports whether a delete payload (an object) has a
+// Boolean field that is false (e.g. { success: false }).
+func payloadSaysFalse(raw json.RawMessage) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return false
+	}
+	for _, v := range m {
+		if string(bytes.TrimSpace(v)) == "false" {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrNoDelete: the server offers no mutation that deletes pay parts (no
+// public source shows the camelCase API's), so paysync cannot take back
+// what it created: revert, corrections that replace sent pay parts and
+// replay refuse up front. It is a capability of the server, never
+// transient.
+var ErrNoDelete = errors.New("this payroll server offers no delete mutation: paysync cannot delete pay parts there (delete them by hand in payroll)")
+
+func noDelete(op string) *Error {
+	return &Error{Op: op, Class: Rejected, Index: -1, Reason: ErrNoDelete.Error(), Err: ErrNoDelete}
+}
+
+// DeleteSupport is nil when the server has a delete mutation, else an
+// error wrapping ErrNoDelete (the Schema is a mapping.WireChecker: the
+// corrector asks it before it plans deletes).
+func (s Schema) DeleteSupport() error {
+	if s.Names.Delete == "" {
+		return noDelete("DeletePayParts")
+	}
+	return nil
+}
+
+// CanDelete reports whether the server deletes pay parts: nil, an error
+// wrapping ErrNoDelete, or the schema probe's error. companyID is for
+// callers that route by company (Router); the Client ignores it.
+func (c *Client) CanDelete(ctx context.Context, companyID string) error {
+	s, err := c.Schema(ctx)
+	if err != nil {
+		return err
+	}
+	return s.DeleteSupport()
+}
+
+// CanDelete is Client.CanDelete through the company's connection.
+func (r *Router) CanDelete(ctx context.Context, companyID string) error {
+	cl, _, err := r.clientFor("CanDelete", companyID)
+	if err != nil {
+		return err
+	}
+	return cl.CanDelete(ctx, companyID)
 }

@@ -50,11 +50,11 @@ func TestMatchCreated(t *testing.T) {
 	}
 }
 
-func TestParseIntrospection_CamelCaseServer(t *testing.T) {
+func TestParseIntrospection_PartialCamelCaseServer(t *testing.T) {
 	data := []byte(`{"__schema":{"queryType":{"name":"Query"},"mutationType":{"name":"Mutation"},"types":[
 	  {"kind":"OBJECT","name":"Query","fields":[{"name":"companiesExt","args":[],"type":{"kind":"OBJECT","name":"X"}}]},
 	  {"kind":"OBJECT","name":"Mutation","fields":[]}]}}`)
-	_, err := parseIntrospection(data)
+	_, err := parseIntrospection(data, 0)
 	if err == nil || !strings.Contains(err.Error(), "camelCase") {
 		t.Fatalf("err = %v, want a camelCase hint", err)
 	}

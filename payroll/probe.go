@@ -223,7 +223,8 @@ type SchemaProbe struct {
 // ProbeSchema reads the schema the client works with, as it does before
 // its first call: by introspection, unless Config.Schema.NoProbe, with the
 // overrides applied. The detail is the dialect found (number types, the
-// *_allowed type, the input and id argument types, the employee number
+// *_allowed type, the input and id argument types, whether the server
+// deletes pay parts, the employee number
 // and e-mail fields). Err of a failure wraps
 // ErrSchemaProbe (it could not be read) or ErrWireMismatch (the server's
 // number types are not o.Want); of a warning, ErrSchemaUnverified (the
@@ -239,7 +240,7 @@ func (c *Client) ProbeSchema(ctx context.Context, o SchemaProbe) paysync.Check {
 	if err != nil {
 		return c.checked(paysync.CheckFail, fmt.Errorf("%w: %w", ErrSchemaProbe, err), nil, "schema probe failed: %v", err)
 	}
-	detail := fmt.Sprintf("%s; input type %s; id arguments %s, %s", s.Describe(), s.InputTypeName, s.CreateCompanyID, s.PayPartIDsType)
+	detail := fmt.Sprintf("%s; %s; input type %s; id arguments %s, %s", s.DescribeDialect(), s.Describe(), s.InputTypeName, s.CreateCompanyID, s.PayPartIDsType)
 	if c.cfg.Schema.InputType != "" || c.cfg.Schema.IDType != "" {
 		detail += " (with " + o.OverridesName + " overrides)"
 	}

@@ -242,7 +242,7 @@ func TestProbeSchema(t *testing.T) {
 	}{
 		{name: "the server's dialect", level: paysync.CheckOK, has: []string{float}},
 		{name: "wanted numbers disagree", probe: payroll.SchemaProbe{Want: payroll.Int}, level: paysync.CheckFail, cause: payroll.ErrWireMismatch,
-			has: []string{"wire numbers Int disagrees with the server: units is Float, rate is Float, amount is Float (" + float + ")"}},
+			has: []string{"wire numbers Int disagrees with the server: units is Float, rate is Float, amount is Float (dialect snake_case (companies, pay_parts_meta, create_pay_parts); delete: delete_pay_parts; " + float + ")"}},
 		{name: "wanted numbers agree", probe: payroll.SchemaProbe{Want: payroll.Float, WantName: "PAYSYNC_WIRE_NUMBERS=float"}, level: paysync.CheckOK,
 			has: []string{float + "; PAYSYNC_WIRE_NUMBERS=float agrees"}},
 		{name: "an Int server", opts: sandbox.Options{Numbers: sandbox.NumbersInt, Allowed: sandbox.AllowedEnum}, probe: payroll.SchemaProbe{Want: payroll.Int},

@@ -23,6 +23,8 @@ type CorrectionLedger interface {
 	EntriesIn(ctx context.Context, sc ledger.Scope) ([]ledger.LiveEntry, error)
 	HeldDates(ctx context.Context) ([]string, error)
 	CutoffEntries(ctx context.Context, p paysync.Period, withPaid bool) ([]ledger.LiveEntry, error)
+	HeldEntries(ctx context.Context, limit int) ([]ledger.LiveEntry, error)
+	LivePartsOfGroups(ctx context.Context, groups []ledger.PartGroup) ([]ledger.SupersedablePart, error)
 }
 
 var _ CorrectionLedger = (*ledger.Ledger)(nil)
@@ -40,6 +42,9 @@ type Corrector struct {
 	Rules     *mapping.Rules
 	Wire      mapping.WireChecker
 	BatchSize int
+	// MergeChunk is how many held entries one Merge plans at most
+	// (default DefaultMergeChunk).
+	MergeChunk int
 }
 
 // correctionLimit is how many pending corrections one Run reads.
@@ -100,6 +105,9 @@ func (c *Corrector) apply(ctx context.Context, source int64, pcs []ledger.Pendin
 	if p.wait || len(p.unit.Pending) == 0 {
 		return false, nil
 	}
+	if err := c.refuseNoDelete(p.unit); err != nil {
+		return false, err // the corrections stay pending
+	}
 	_, _, err = c.L.ApplyCorrection(ctx, p.unit)
 	if errors.Is(err, ledger.ErrCorrectionStale) {
 		return false, nil
@@ -154,6 +162,14 @@ func refuseAll(out *correctionPlan, pcs []ledger.PendingCorrection, msg, hint st
 // plan maps the new versions and the other entries of the pay parts they
 // are in (but those in exclude: a revert's), and plans the unit.
 func (c *Corrector) plan(ctx context.Context, source int64, pcs []ledger.PendingCorrection, closed []ledger.ClosedPeriod, exclude map[int64]bool) (*correctionPlan, error) {
+	return c.planWith(ctx, source, pcs, closed, exclude, nil)
+}
+
+// planWith is plan; known, when set, are the live pay parts of pcs's
+// entries as the caller read them (Merge: read once, not twice), used
+// unless an entry maps to more than one line (its other pay parts are
+// then read).
+func (c *Corrector) planWith(ctx context.Context, source int64, pcs []ledger.PendingCorrection, closed []ledger.ClosedPeriod, exclude map[int64]bool, known []ledger.SupersedablePart) (*correctionPlan, error) {
 	out := &correctionPlan{}
 	refuse := func(pc ledger.PendingCorrection, p error) {
 		out.refused = append(out.refused, refusedCorrection{pc: pc, problem: p, reject: rejectOf(p)})
@@ -200,9 +216,12 @@ func (c *Corrector) plan(ctx context.Context, source int64, pcs []ledger.Pending
 	for i, pc := range ok {
 		rows[i] = pc.Entry
 	}
-	parts, err := c.L.PartsOfEntries(ctx, rows)
-	if err != nil {
-		return nil, err
+	parts := known
+	if known == nil || slices.ContainsFunc(ok, func(pc ledger.PendingCorrection) bool { return len(lines[pc.Entry]) > 1 }) {
+		var err error
+		if parts, err = c.L.PartsOfEntries(ctx, rows); err != nil {
+			return nil, err
+		}
 	}
 	for _, p := range parts {
 		if p.BatchState == paysync.BatchSending || p.BatchState == paysync.BatchReverting {
@@ -224,7 +243,9 @@ func (c *Corrector) plan(ctx context.Context, source int64, pcs []ledger.Pending
 				continue
 			}
 			i := planner.Place(l)
-			if !slices.Contains(links[i], row) {
+			// An entry's lines are placed together: a repeat is the last one
+			// (an aggregate of thousands of entries is not searched).
+			if n := len(links[i]); n == 0 || links[i][n-1] != row {
 				links[i] = append(links[i], row)
 			}
 		}
@@ -328,4 +349,28 @@ func sameAs(parts []ledger.SupersedablePart, pp paysync.PlannedPayPart, rows []i
 // sameDec reports whether two optional decimals are equal (exactly).
 func sameDec(a, b decimal.NullDecimal) bool {
 	return a.Valid == b.Valid && (!a.Valid || a.Decimal.Equal(b.Decimal))
+}
+
+// deleteSupport is a Wire that knows whether the payroll server deletes
+// pay parts (payroll.Schema): an error wraps payroll.ErrNoDelete when it
+// does not.
+type deleteSupport interface{ DeleteSupport() error }
+
+// refuseNoDelete returns why unit cannot be applied when it replaces pay
+// parts created in payroll and the server cannot delete them; nothing is
+// recorded, so its corrections stay pending.
+func (c *Corrector) refuseNoDelete(unit ledger.Correction) error {
+	ds, ok := c.Wire.(deleteSupport)
+	if !ok {
+		return nil
+	}
+	for _, p := range unit.Supersede {
+		if p.State == paysync.PartCreated || p.PayrollID != "" {
+			if err := ds.DeleteSupport(); err != nil {
+				return fmt.Errorf("%d pay parts of company %s would be replaced: %w", len(unit.Supersede), unit.CompanyID, err)
+			}
+			return nil
+		}
+	}
+	return nil
 }

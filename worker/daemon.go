@@ -78,7 +78,11 @@ type DaemonConfig struct {
 	Statement *PeriodStatement
 	// Cutoff, when set, holds streamed entries (PAYSYNC_SEND=cutoff) and
 	// plans them into their periods' pay parts at its times
-	// (PAYSYNC_CUTOFF); nil: pay parts are created as batches seal.
+	// (PAYSYNC_CUTOFF); nil (PAYSYNC_SEND=immediate): under rules that
+	// aggregate, streamed entries are held and merged into their
+	// aggregates soon after they arrive (Corrector.Merge, debounced by the
+	// pipeline); without aggregation each entry's pay part is created as
+	// its batch seals.
 	Cutoff   Schedule
 	Linger   time.Duration // how long a part-full batch waits for more
 	InFlight int           // payroll calls in flight at once
@@ -180,9 +184,35 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 			return err
 		}
 	}
+	wake, merge := d.pipe.Wake, cfg.Cutoff == nil && (cfg.Rules == nil || cfg.Rules.Aggregate)
+	if merge && cfg.NATS != nil {
+		// PAYSYNC_SEND=immediate with aggregation: streamed entries are
+		// held at intake and merged into their aggregates soon after
+		// (debounced by the pipeline), so that one company × employee ×
+		// code × rate × period is one pay part, as for a file.
+		d.pipe.Merge = func(ctx context.Context) (bool, error) {
+			if d.corr.Mapper == nil {
+				return true, errors.New("not started: waiting for payroll")
+			}
+			res, err := d.corr.Merge(ctx)
+			for _, u := range res.Units {
+				if len(u.Unit.Supersede)+len(u.Unit.PayParts) > 0 {
+					d.log.Debug("merge", "pay_parts_replaced", len(u.Unit.Supersede), "pay_parts_created", len(u.Unit.PayParts), "batches", len(u.Batches))
+				}
+			}
+			for _, prob := range res.Problems {
+				// Held until the rules (or the entry) are fixed; the next
+				// entry held tries again.
+				d.log.Warn("held entries not merged", "err", prob)
+			}
+			return res.More || res.Busy, err
+		}
+		d.pipe.Held() // an earlier run may have left entries held
+		wake = func() { d.pipe.Held(); d.pipe.Wake() }
+	}
 	if cfg.NATS != nil {
-		d.mi = &MessageImporter{L: cfg.Ledger, Rules: cfg.Rules, BatchSize: cfg.BatchSize, Hold: cfg.Cutoff != nil, Read: cfg.Read}
-		src, err := cfg.NATS(&MessageSink{mi: d.mi, wake: d.pipe.Wake, observe: cfg.Observe})
+		d.mi = &MessageImporter{L: cfg.Ledger, Rules: cfg.Rules, BatchSize: cfg.BatchSize, Hold: cfg.Cutoff != nil || merge, Read: cfg.Read}
+		src, err := cfg.NATS(&MessageSink{mi: d.mi, wake: wake, observe: cfg.Observe})
 		if err != nil {
 			return nil, err
 		}

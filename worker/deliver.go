@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -57,6 +59,9 @@ type Stats struct {
 	Gone       int // pay parts already deleted by someone else
 	Attempts   int // create/delete calls
 	Failed     int // batches that ran out of attempts (each once)
+	// Waiting lists the companies whose batches a paused connection held
+	// back (the pipeline's: revoked, or none serves them), sorted.
+	Waiting []string
 }
 
 // Deliverer sends batches and reverts them, following the ledger-first rule.
@@ -89,6 +94,7 @@ type Deliverer struct {
 	Stats       Stats
 	failing     failing // batches this deliverer saw fail, and when each is due again
 	snapshotted map[string]bool
+	recovery    companySet // companies whose recovery waits for their connection (Recover)
 	ahead       *readAhead // the next batch, read while a call is in flight
 	begun       *begun     // the next batch, its attempt recorded with the last one's result
 }
@@ -296,6 +302,12 @@ func (f *failing) next(now time.Time) (time.Time, bool) {
 // Recover finishes what a previous run left in flight: batches left
 // sending are reconciled, reverts left half done are finished. It runs
 // before any new work.
+//
+// A company whose payroll connection is paused (revoked, or none serves
+// it: payroll.Router) does not hold up the others: its batches are left
+// as they are, held, and the sending loop recovers them (resume) once its
+// connection works again, before any new batch of it goes. With a single
+// token nothing is held: a revoked one stops everything, as before.
 func (d *Deliverer) Recover(ctx context.Context) error {
 	d.init()
 	// Attempts of a process that died stay in flight in the log: close them.
@@ -307,8 +319,11 @@ func (d *Deliverer) Recover(ctx context.Context) error {
 		return err
 	}
 	for _, b := range sending {
+		if d.holds(ctx, b.CompanyID, nil) {
+			continue
+		}
 		d.Log.Info("reconciling a batch left in flight", "batch", b.ID, "company", b.CompanyID)
-		if err := d.reconcile(ctx, b.ID, b.CompanyID); err != nil {
+		if err := d.reconcile(ctx, b.ID, b.CompanyID); err != nil && !d.holds(ctx, b.CompanyID, err) {
 			return fmt.Errorf("recover batch %d: %w", b.ID, err)
 		}
 	}
@@ -317,10 +332,121 @@ func (d *Deliverer) Recover(ctx context.Context) error {
 		return err
 	}
 	for _, b := range reverting {
+		if d.holds(ctx, b.CompanyID, nil) {
+			continue
+		}
 		d.Log.Info("finishing a revert left half done", "batch", b.ID)
-		if err := d.revertBatch(ctx, b.ID); err != nil {
+		if err := d.revertBatch(ctx, b.ID); err != nil && !d.holds(ctx, b.CompanyID, err) {
 			return fmt.Errorf("recover revert of batch %d: %w", b.ID, err)
 		}
+	}
+	return nil
+}
+
+// companySet is the companies whose recovery waits for their connection.
+// The pipeline's company workers read it beside each other, hence the lock.
+type companySet struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+func (h *companySet) add(company string) (added bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = map[string]bool{}
+	}
+	added = !h.m[company]
+	h.m[company] = true
+	return added
+}
+
+func (h *companySet) has(company string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.m[company]
+}
+
+func (h *companySet) drop(company string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.m, company)
+}
+
+func (h *companySet) list() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Sorted(maps.Keys(h.m))
+}
+
+// holds reports whether recovery leaves company's batches for later: it
+// is held already, or its connection is paused — before a call (err nil),
+// or after one refused as revoked (err). The first hold is logged.
+func (d *Deliverer) holds(ctx context.Context, company string, err error) bool {
+	if d.recovery.has(company) {
+		return true
+	}
+	if err != nil && !errors.Is(err, ErrRevoked) {
+		return false
+	}
+	why := PausedFor(ctx, d.P, company)
+	if why == nil {
+		return false
+	}
+	if d.recovery.add(company) {
+		d.Log.Warn("recovery of a company waits for its payroll connection: its batches left in flight are settled once it is connected again, before any new batch of it goes; the other companies go on",
+			"company", company, "reason", why.Error())
+	}
+	return true
+}
+
+// RecoveryWaits lists the companies whose batches left in flight Recover
+// left for later (their connection paused), sorted.
+func (d *Deliverer) RecoveryWaits() []string { return d.recovery.list() }
+
+// resume settles what Recover left of company (its connection was paused
+// then), on behalf of template t, once its connection works: its batches
+// left sending are reconciled, its reverts left half done finished. The
+// pipeline calls it before the company's first batch goes.
+func (d *Deliverer) resume(ctx context.Context, t *Deliverer, company string) error {
+	if t == nil || !t.recovery.has(company) {
+		return nil
+	}
+	d.init()
+	for _, st := range []paysync.BatchState{paysync.BatchSending, paysync.BatchReverting} {
+		bs, err := d.L.BatchesInState(ctx, st)
+		if err != nil {
+			return err
+		}
+		for _, b := range bs {
+			if b.CompanyID != company {
+				continue
+			}
+			if st == paysync.BatchSending {
+				d.Log.Info("reconciling a batch left in flight", "batch", b.ID, "company", company)
+				err = d.reconcile(ctx, b.ID, company)
+			} else {
+				d.Log.Info("finishing a revert left half done", "batch", b.ID, "company", company)
+				err = d.revertBatch(ctx, b.ID)
+			}
+			if err != nil {
+				return fmt.Errorf("recover batch %d: %w", b.ID, err)
+			}
+		}
+	}
+	t.recovery.drop(company)
+	d.Log.Info("recovery of a company done: its connection works again", "company", company)
+	return nil
+}
+
+// PausedFor says why company's calls wait for its connection
+// (payroll.Router.Paused); nil: they go, as always with a single token.
+func PausedFor(ctx context.Context, p Payroll, company string) error {
+	if g, ok := p.(*callGate); ok {
+		p = g.Payroll
+	}
+	if cp, ok := p.(companyPauser); ok {
+		return cp.Paused(ctx, company)
 	}
 	return nil
 }

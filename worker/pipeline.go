@@ -60,6 +60,12 @@ type Pipeline struct {
 	Cutoff    func(ctx context.Context) error
 	nextCut   time.Time
 	cutFailed bool
+	// Merge plans the entries intake held into their aggregates
+	// (PAYSYNC_SEND=immediate with aggregation: Corrector.Merge); more
+	// says held entries are left (a chunk, or a unit busy). Debounced:
+	// see merge. Held tells the pipeline that intake held entries.
+	Merge func(ctx context.Context) (more bool, err error)
+	mg    mergeState
 
 	revoked atomic.Bool
 	wake    chan struct{}
@@ -74,6 +80,9 @@ type Pipeline struct {
 	busy  map[string]bool // companies with a worker running
 	again map[string]bool // companies a look passed over because their worker ran
 	errs  []error         // workers' failures since the last look
+	// waiting is the companies passed over because their connection is
+	// paused (payroll.Router), until one of their workers ends well.
+	waiting map[string]bool
 	// failures counts the failed looks since delivery last worked: the
 	// loop's pause grows with it, and only the first is a warning.
 	failures int
@@ -94,6 +103,10 @@ func (p *Pipeline) Stats() Stats {
 		s.Attempts += d.Stats.Attempts
 		s.Failed += d.Stats.Failed
 	}
+	for c := range p.waiting {
+		s.Waiting = append(s.Waiting, c)
+	}
+	slices.Sort(s.Waiting)
 	return s
 }
 
@@ -203,6 +216,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		}
 		p.correct(ctx)
 		p.cutoff(ctx)
+		p.merge(ctx)
 		open, err := p.look(ctx, p.Linger)
 		if err == nil {
 			err = p.takeErrs()
@@ -226,7 +240,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		if lingering, err := p.L.Lingering(ctx); err == nil {
 			for company, at := range lingering {
 				next = min(next, max(time.Until(at.Add(p.Linger)), 0))
-				if p.isBusy(company) || p.gate.paused(ctx, company) {
+				if p.isBusy(company) || p.paused(ctx, company) {
 					continue
 				}
 				// While its batch lingers, take the company's snapshot (one
@@ -242,6 +256,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		}
 		if !p.nextCut.IsZero() {
 			next = min(next, max(time.Until(p.nextCut), 0))
+		}
+		if at := p.mergeAt(); !at.IsZero() {
+			next = min(next, max(time.Until(at), 0))
 		}
 		resetTimer(t, next)
 	}
@@ -278,6 +295,98 @@ func (p *Pipeline) cutoff(ctx context.Context) {
 	}
 	p.cutFailed, p.nextCut = false, p.CutoffAt.Next(now)
 	p.Log.Info("cutoff done", "next_cutoff", p.nextCut.Format(time.RFC3339))
+}
+
+// mergeState is the merge's debounce (Pipeline.merge).
+type mergeState struct {
+	heldSince time.Time     // the first entry held since the last merge (zero: none); under Pipeline.mu
+	end       time.Time     // when the last merge ended
+	took      time.Duration // how long it took
+	retryAt   time.Time     // a failed merge's backoff
+	failures  int
+	errText   string // the last failure, logged once
+}
+
+// Held tells the pipeline that intake held entries for a merge (and the
+// daemon, at start, that an earlier run may have left some).
+func (p *Pipeline) Held() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.mg.heldSince.IsZero() {
+		p.mg.heldSince = time.Now()
+	}
+}
+
+// mergeAt is when the next merge is due (zero: nothing held).
+func (p *Pipeline) mergeAt() time.Time {
+	if p.Merge == nil {
+		return time.Time{}
+	}
+	p.mu.Lock()
+	since := p.mg.heldSince
+	p.mu.Unlock()
+	if since.IsZero() {
+		return time.Time{}
+	}
+	return mergeDue(since, p.Linger, p.mg.end, p.mg.took, p.mg.retryAt)
+}
+
+// mergeDue is when a merge may run: not sooner than linger after the first
+// entry held since the last merge (replacing an aggregate costs a delete
+// and a create, so entries arriving together are merged together), not
+// sooner than twice the last merge's duration after it ended (under a
+// backlog merges then take at most a third of the time, and each takes
+// what arrived meanwhile), and not before a failed merge's backoff.
+func mergeDue(heldSince time.Time, linger time.Duration, lastEnd time.Time, lastTook time.Duration, retryAt time.Time) time.Time {
+	due := heldSince.Add(linger)
+	if t := lastEnd.Add(2 * lastTook); t.After(due) {
+		due = t
+	}
+	if retryAt.After(due) {
+		due = retryAt
+	}
+	return due
+}
+
+// mergeRetryMax caps a failing merge's backoff.
+const mergeRetryMax = 30 * time.Second
+
+// merge runs Merge when it is due. A failure (payroll or the ledger,
+// transient) is retried with a backoff that doubles from 1 s to 30 s,
+// logged once; nothing is rejected for it: the entries stay held in the
+// ledger (a stop leaves them there too, for the next run).
+func (p *Pipeline) merge(ctx context.Context) {
+	at := p.mergeAt()
+	if at.IsZero() || time.Now().Before(at) {
+		return
+	}
+	p.mu.Lock()
+	p.mg.heldSince = time.Time{} // entries held from now on are the next merge's
+	p.mu.Unlock()
+	start := time.Now()
+	more, err := p.Merge(ctx)
+	end := time.Now()
+	p.mg.end, p.mg.took = end, end.Sub(start)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return // stopping
+	case err != nil:
+		p.mg.failures++
+		wait := min(time.Second<<min(p.mg.failures-1, 5), mergeRetryMax)
+		p.mg.retryAt = end.Add(wait)
+		if err.Error() != p.mg.errText {
+			p.Log.Warn("merging held entries failed; retrying", "err", err, "retry_in", wait.String())
+			p.mg.errText = err.Error()
+		}
+		p.Held()
+		return
+	case p.mg.failures > 0:
+		p.Log.Info("merging held entries works again", "failures", p.mg.failures)
+		p.mg.failures, p.mg.errText, p.mg.retryAt = 0, "", time.Time{}
+	}
+	if more {
+		p.Held()
+	}
 }
 
 // correct applies pending corrections; a failure (payroll or the ledger,
@@ -366,6 +475,21 @@ func resetTimer(t *time.Timer, d time.Duration) {
 	t.Reset(max(d, 0))
 }
 
+// paused reports whether company waits for its connection (gate.go), and
+// notes it (Stats.Waiting).
+func (p *Pipeline) paused(ctx context.Context, company string) bool {
+	if !p.gate.paused(ctx, company) {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.waiting == nil {
+		p.waiting = map[string]bool{}
+	}
+	p.waiting[company] = true
+	return true
+}
+
 func (p *Pipeline) isBusy(company string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -405,7 +529,7 @@ func (p *Pipeline) look(ctx context.Context, linger time.Duration) (int, error) 
 		}
 	}
 	heads, err := p.L.OpenHeads(ctx)
-	if err != nil || len(heads) == 0 {
+	if err != nil {
 		return 0, err
 	}
 	companies := make([]string, 0, len(heads))
@@ -415,8 +539,15 @@ func (p *Pipeline) look(ctx context.Context, linger time.Duration) (int, error) 
 	// Oldest work first: the semaphore lets 2 × InFlight companies drain at
 	// once, and the gate InFlight calls go out.
 	slices.SortFunc(companies, func(a, b string) int { return cmp.Compare(heads[a], heads[b]) })
+	// A company whose recovery waits (Deliverer.Recover) with nothing open
+	// has only a revert left half done to finish: its worker does that.
+	for _, c := range p.D.RecoveryWaits() {
+		if _, ok := heads[c]; !ok {
+			companies = append(companies, c)
+		}
+	}
 	for _, c := range companies {
-		if p.gate.paused(ctx, c) {
+		if p.paused(ctx, c) {
 			continue // its connection was revoked: its batches wait (gate.go)
 		}
 		p.mu.Lock()
@@ -427,7 +558,10 @@ func (p *Pipeline) look(ctx context.Context, linger time.Duration) (int, error) 
 		}
 		p.busy[c] = true
 		p.mu.Unlock()
-		ids, err := p.L.OpenAfter(ctx, c, heads[c], drainChunk)
+		var ids []int64
+		if head, ok := heads[c]; ok {
+			ids, err = p.L.OpenAfter(ctx, c, head, drainChunk)
+		}
 		if err != nil {
 			p.mu.Lock()
 			p.busy[c] = false
@@ -460,9 +594,12 @@ func (p *Pipeline) work(ctx context.Context, company string, ids []int64) {
 		err = ctx.Err()
 	}
 	// A revoked connection of its own pauses this company only (gate.go).
-	waits := errors.Is(err, ErrRevoked) && p.gate.paused(ctx, company)
+	waits := errors.Is(err, ErrRevoked) && p.paused(ctx, company)
 	p.mu.Lock()
 	p.busy[company] = false
+	if err == nil {
+		delete(p.waiting, company)
+	}
 	again := p.again[company]
 	delete(p.again, company)
 	if err != nil && !waits {
@@ -486,6 +623,11 @@ func (p *Pipeline) drain(ctx context.Context, company string, ids []int64) (work
 	d := p.deliverer(company)
 	before := d.Stats.Created + d.Stats.Rejected
 	defer func() { progressed = d.Stats.Created+d.Stats.Rejected > before }()
+	// What recovery left of the company (its connection was paused then)
+	// is settled before any new batch of it goes.
+	if err := d.resume(ctx, p.D, company); err != nil {
+		return true, false, err
+	}
 	for len(ids) > 0 {
 		var due []int64
 		for _, id := range ids {

@@ -44,6 +44,10 @@ func (d *Deliverer) revertBatch(ctx context.Context, id int64) error {
 			return d.L.SetBatchState(ctx, id, paysync.BatchReverted, "reverted before it was sent")
 		}
 	}
+	// A server that cannot delete: refused before the ledger is touched.
+	if err := canDelete(ctx, d.P, b.CompanyID); err != nil {
+		return fmt.Errorf("revert batch %d: %w", id, err)
+	}
 	for try := 0; ; try++ {
 		items, err := d.L.Items(ctx, id)
 		if err != nil {
@@ -186,4 +190,28 @@ func (d *Deliverer) removeSuperseded(ctx context.Context, unit int64, company st
 			return nil
 		}
 	}
+}
+
+// deleteCapable is a Payroll that knows whether its server deletes pay
+// parts (*payroll.Client, *payroll.Router): an error wraps
+// payroll.ErrNoDelete when it does not.
+type deleteCapable interface {
+	CanDelete(ctx context.Context, companyID string) error
+}
+
+var (
+	_ deleteCapable = (*payroll.Client)(nil)
+	_ deleteCapable = (*payroll.Router)(nil)
+)
+
+// canDelete asks p (through a callGate) whether company's server deletes
+// pay parts; a Payroll that cannot say is taken to.
+func canDelete(ctx context.Context, p Payroll, company string) error {
+	if g, ok := p.(*callGate); ok {
+		p = g.Payroll
+	}
+	if dc, ok := p.(deleteCapable); ok {
+		return dc.CanDelete(ctx, company)
+	}
+	return nil
 }

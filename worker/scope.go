@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,8 @@ import (
 
 	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/ledger"
+	"github.com/paysync/paysync/mapping"
+	"github.com/shopspring/decimal"
 )
 
 // ScopeResult is what a revert or replay of a period does (or would, dry).
@@ -203,6 +206,9 @@ func (c *Corrector) applyScope(ctx context.Context, op string, sc ledger.Scope, 
 	}
 	res.Unit.Source = &ledger.NewSource{Kind: paysync.SourceReplay, Name: name, Hash: paysync.PayloadHash([]byte(name + "\x00" + fmt.Sprint(len(res.Unit.Supersede), len(res.Unit.PayParts))))}
 	res.Unit.BatchSize = c.BatchSize
+	if err := c.refuseNoDelete(res.Unit); err != nil {
+		return res, fmt.Errorf("%s: %w", name, err)
+	}
 	_, batches, err := c.L.ApplyCorrection(ctx, res.Unit)
 	if errors.Is(err, ledger.ErrCorrectionStale) {
 		return res, ErrScopeBusy
@@ -291,3 +297,226 @@ func (c *Corrector) Cutoff(ctx context.Context, dryRun bool) (CutoffResult, erro
 	}
 	return out, nil
 }
+
+// MergeResult is what one merge did.
+type MergeResult struct {
+	Units []ScopeResult // one per company × period applied
+	Held  int           // held entries planned
+	// More: more entries were held than one merge takes (MergeChunk); the
+	// next merge takes them.
+	More bool
+	// Busy: a unit waits, its pay parts being in a call (or changed while
+	// it was planned); its held entries stay held for the next merge.
+	Busy bool
+	// Problems are units refused (an entry held, or summed with them, no
+	// longer maps under the current rules): their entries stay held, and
+	// the version paid stays, until the rules or the entry are fixed.
+	Problems []error
+}
+
+// DefaultMergeChunk is how many held entries one merge plans at most, so
+// that a backlog is merged in bounded memory.
+const DefaultMergeChunk = 20000
+
+// Merge plans the entries intake held (PAYSYNC_SEND=immediate, rules that
+// aggregate) into their aggregates, soon after they arrive: like Cutoff,
+// but bounded to what the held entries touch. The held entries are mapped;
+// the live pay parts of the groups (company × employee × code × rate ×
+// rule × period) they fall in are read, and the held entries are planned
+// with those pay parts' entries, one unit per company × period: a pay part
+// whose total changes is replaced (delete first; one still pending is
+// simply not sent), a group untouched keeps its pay part and payroll id.
+// In a closed period the held entries get pay parts of their own. Run
+// twice, the second finds nothing.
+func (c *Corrector) Merge(ctx context.Context) (MergeResult, error) {
+	var out MergeResult
+	chunk := c.MergeChunk
+	if chunk <= 0 {
+		chunk = DefaultMergeChunk
+	}
+	held, err := c.L.HeldEntries(ctx, chunk+1)
+	if err != nil || len(held) == 0 {
+		return out, err
+	}
+	if len(held) > chunk {
+		held, out.More = held[:chunk], true
+	}
+	closed, err := c.L.ClosedPeriods(ctx)
+	if err != nil {
+		return out, err
+	}
+	kind := paysync.PeriodMonth
+	if c.Rules != nil && c.Rules.Period != "" {
+		kind = c.Rules.Period
+	}
+	type unitKey struct {
+		company string
+		period  paysync.Period
+	}
+	type unit struct {
+		held   []ledger.LiveEntry
+		groups []ledger.PartGroup
+		rates  map[string]bool // "employee|code|rule|rate" of the held entries' lines
+	}
+	var order []unitKey
+	units := map[unitKey]*unit{}
+	for _, le := range held {
+		ls, err := c.Mapper.Map(ctx, le.Entry)
+		if err != nil && !mapping.OnlyProblems(err) {
+			return out, err // transient: the next merge
+		}
+		p, _ := paysync.PeriodOf(kind, le.Entry.Date) // not a date: refused at intake already
+		k := unitKey{company: cmp.Or(le.Entry.CompanyID, c.Mapper.Company()), period: p}
+		if err == nil {
+			for _, l := range ls {
+				if l.Skip == "" {
+					k.company = l.CompanyID
+					break
+				}
+			}
+		}
+		u := units[k]
+		if u == nil {
+			u = &unit{rates: map[string]bool{}}
+			units[k] = u
+			order = append(order, k)
+		}
+		u.held = append(u.held, le)
+		isClosed := slices.ContainsFunc(closed, func(cp ledger.ClosedPeriod) bool { return cp.Period.Overlaps(p) })
+		if err != nil || isClosed || p.IsZero() {
+			continue // planned alone (a closed period's late hours), or refused by plan
+		}
+		for _, l := range ls {
+			if l.Skip != "" {
+				continue
+			}
+			g := ledger.PartGroup{Company: l.CompanyID, Employee: l.EmployeeID, Code: l.Code, Rule: l.Rule, Period: p}
+			if !slices.Contains(u.groups, g) {
+				u.groups = append(u.groups, g)
+			}
+			u.rates[rateKey(l.EmployeeID, l.Code, l.Rule, l.Rate)] = true
+		}
+	}
+	var errs []error
+	for _, k := range order {
+		u := units[k]
+		res, busy, err := c.mergeUnit(ctx, k.company, k.period, u.held, u.groups, u.rates)
+		var prob *mergeProblem
+		switch {
+		case errors.As(err, &prob):
+			out.Problems = append(out.Problems, fmt.Errorf("merge %s company %s: %w", k.period, k.company, prob.err))
+			continue
+		case err != nil:
+			// One unit's failure does not hold up the others'.
+			errs = append(errs, fmt.Errorf("merge %s company %s: %w", k.period, k.company, err))
+			continue
+		}
+		if busy {
+			out.Busy = true
+			continue
+		}
+		out.Held += len(u.held)
+		out.Units = append(out.Units, res)
+	}
+	return out, errors.Join(errs...)
+}
+
+// rateKey names a group within a company and period, its rate included.
+func rateKey(employee, code, rule string, rate decimal.NullDecimal) string {
+	r := "-"
+	if rate.Valid {
+		r = rate.Decimal.String()
+	}
+	return employee + "|" + code + "|" + rule + "|" + r
+}
+
+// mergeUnit plans and applies one company × period of a merge: its held
+// entries with the entries of the live pay parts of groups.
+func (c *Corrector) mergeUnit(ctx context.Context, company string, p paysync.Period, held []ledger.LiveEntry, groups []ledger.PartGroup, rates map[string]bool) (ScopeResult, bool, error) {
+	var res ScopeResult
+	var parts []ledger.SupersedablePart
+	if len(groups) > 0 {
+		all, err := c.L.LivePartsOfGroups(ctx, groups)
+		if err != nil {
+			return res, false, err
+		}
+		// A server that cannot delete keeps what it holds: held entries
+		// then join only aggregates not sent yet (else a pay part of their
+		// own).
+		ds, ok := c.Wire.(deleteSupport)
+		noDelete := ok && ds.DeleteSupport() != nil
+		for _, pp := range all {
+			if noDelete && (pp.State == paysync.PartCreated || pp.PayrollID != "") {
+				continue
+			}
+			if rates[rateKey(pp.EmployeeID, pp.Code, pp.Rule, pp.Rate)] {
+				parts = append(parts, pp)
+			}
+		}
+	}
+	pcs := make([]ledger.PendingCorrection, 0, len(held))
+	in := map[int64]bool{}
+	add := func(le ledger.LiveEntry) {
+		if !in[le.Row] {
+			in[le.Row] = true
+			// As stored, planned again: no correction row (ID 0).
+			pcs = append(pcs, ledger.PendingCorrection{Entry: le.Row, New: le.Entry, Old: le.Entry, Hash: "merge", OldHash: le.Hash})
+		}
+	}
+	heldRow := map[int64]bool{}
+	for _, le := range held {
+		add(le)
+		heldRow[le.Row] = true
+	}
+	for _, pp := range parts {
+		for _, le := range pp.Entries {
+			add(le)
+		}
+	}
+	known := parts
+	if known == nil {
+		known = []ledger.SupersedablePart{} // none: the held entries have no pay part
+	}
+	plan, err := c.planWith(ctx, 0, pcs, nil, nil, known)
+	if err != nil {
+		return res, false, err
+	}
+	if plan.wait {
+		return res, true, nil
+	}
+	if len(plan.refused) > 0 {
+		return res, false, &mergeProblem{plan.refused[0].problem}
+	}
+	if err := c.refuseNoDelete(plan.unit); err != nil {
+		return res, false, &mergeProblem{err}
+	}
+	res.Unit = plan.unit
+	// Only the held entries (and one whose status the current rules
+	// change) are written: the others stay as they are, and a change to
+	// them since (a correction) supersedes their pay part, which makes the
+	// unit stale.
+	res.Unit.Pending = slices.DeleteFunc(slices.Clone(res.Unit.Pending), func(pc ledger.PendingCorrection) bool {
+		return !heldRow[pc.Entry] && res.Unit.Status[pc.Entry].Status == paysync.EntryMapped
+	})
+	// Applied even when payroll does not change: the held entries are held
+	// no longer.
+	name := fmt.Sprintf("merge %s company %s", p, company)
+	res.Unit.Source = &ledger.NewSource{Kind: paysync.SourceReplay, Name: name,
+		Hash: paysync.PayloadHash([]byte(name + "\x00" + fmt.Sprint(len(pcs))))}
+	res.Unit.BatchSize = c.BatchSize
+	_, batches, err := c.L.ApplyCorrection(ctx, res.Unit)
+	if errors.Is(err, ledger.ErrCorrectionStale) {
+		return res, true, nil
+	}
+	if err != nil {
+		return res, false, err
+	}
+	res.Batches = batches
+	return res, false, nil
+}
+
+// mergeProblem is a unit a merge cannot plan because of its input, not a
+// failure to retry sooner.
+type mergeProblem struct{ err error }
+
+func (p *mergeProblem) Error() string { return p.err.Error() }

@@ -4,6 +4,7 @@
 // and through its peer, Benthos (--peer). See BENCHMARKS.md.
 //
 //	go run ./cmd/paysync-load --entries 100000 --companies 4 --batch 100
+//	go run ./cmd/paysync-load --entries 100000 --backlog --no-aggregate
 //	go run ./cmd/paysync-load --entries 100000 --latency 100ms --in-flight 4
 //	go run ./cmd/paysync-load --entries 1000000 --backlog
 //	go run ./cmd/paysync-load --entries 0 --csv 1000000
@@ -55,6 +56,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.Latency, "latency", 0, "latency the sandbox adds to every create_pay_parts")
 	fs.Float64Var(&cfg.RateLimit, "rate-limit", 0, "PAYSYNC_RATE_LIMIT in calls/s (default 100000: off)")
 	fs.BoolVar(&cfg.Backlog, "backlog", false, "publish every entry before paysync starts")
+	fs.BoolVar(&cfg.NoAggregate, "no-aggregate", false, "NATS runs under rules with aggregate: false (one pay part per entry; default: aggregated per company × employee × code × month)")
 	fs.IntVar(&cfg.CSVLines, "csv", 0, "lines of a CSV file to import with paysync import (0: skip)")
 	fs.IntVar(&cfg.Trickle, "trickle", 0, "single entries to publish one at a time (0: skip)")
 	fs.StringVar(&cfg.Profile, "cpuprofile", "", "write a CPU profile of paysync during the NATS run to this file (an execution trace if it ends in .trace)")

@@ -108,7 +108,7 @@ func run(ctx context.Context, args []string, io stdio, env lookupEnv) int {
 		return 2
 	}
 	err := c.run(ctx, args[1:], io, env)
-	return report(err, io.err)
+	return report(withConnectionHint(ctx, err, env), io.err)
 }
 
 // report prints err as one line (plus a hint where one helps) and maps it
@@ -133,8 +133,12 @@ func report(err error, w io.Writer) int {
 	}
 	fmt.Fprintf(w, "paysync: %s\n", oneLine(err.Error()))
 	var initial *payroll.InitialTokenError
-	if errors.Is(err, payroll.ErrRevoked) && !errors.As(err, &initial) { // that one says what to do itself
-		fmt.Fprintln(w, "paysync: what to do: connect paysync to the payroll account again (Danløn: Integrations → connect), set PAYSYNC_REFRESH_TOKEN to the new refresh token, then check with 'paysync auth status'. Nothing was sent while the connection was revoked.")
+	var conns *connectionsRevoked
+	switch {
+	case errors.As(err, &conns): // the ledger holds connections (revoked_hint.go)
+		fmt.Fprintln(w, "paysync: what to do: "+conns.hint)
+	case errors.Is(err, payroll.ErrRevoked) && !errors.As(err, &initial): // that one says what to do itself
+		fmt.Fprintln(w, "paysync: what to do: "+revokedDefaultFix)
 	}
 	return 1
 }

@@ -43,7 +43,7 @@ func runMeta(ctx context.Context, args []string, io stdio, env lookupEnv) error 
 	if asJSON {
 		out := map[string]any{"pay_parts_meta": meta}
 		if showSchema {
-			out["schema"] = schema.Describe() + "; " + schema.DescribeEmployees()
+			out["schema"] = schema.DescribeDialect() + "; " + schema.Describe() + "; " + schema.DescribeEmployees()
 		}
 		return writeJSON(io.out, out)
 	}
@@ -51,7 +51,7 @@ func runMeta(ctx context.Context, args []string, io stdio, env lookupEnv) error 
 		return err
 	}
 	if showSchema {
-		fmt.Fprintf(io.out, "\nschema: %s; %s\n", schema.Describe(), schema.DescribeEmployees())
+		fmt.Fprintf(io.out, "\nschema: %s; %s; %s\n", schema.DescribeDialect(), schema.Describe(), schema.DescribeEmployees())
 	}
 	return nil
 }

@@ -514,6 +514,16 @@ func (d *doctor) connect(ctx context.Context) {
 	d.cl, d.tokens = cl, cl.Tokens()
 }
 
+// tokenConnection is the connection whose token the payroll checks use
+// (connectionStore), if they use one.
+func (d *doctor) tokenConnection(ctx context.Context) (ledger.Connection, bool) {
+	if d.connectionStore(ctx) == nil {
+		return ledger.Connection{}, false
+	}
+	c, ok, err := connectionFor(ctx, d.led, d.cfg.CompanyID)
+	return c, ok && err == nil
+}
+
 func (d *doctor) tokenStore() payroll.TokenStore {
 	if d.cfg.TokenFile == "" {
 		return ledgerTokens{d.led}
@@ -537,7 +547,15 @@ func (d *doctor) checkToken(ctx context.Context) {
 		return
 	}
 	c := d.cl.ProbeToken(ctx, payroll.TokenProbe{Place: d.tokenPlace(), Configured: "PAYSYNC_REFRESH_TOKEN"})
-	d.show(name, c.Check, doctorTokenHint(c.Err))
+	hint := doctorTokenHint(c.Err)
+	if conn, ok := d.tokenConnection(ctx); ok { // a connection's token, not a configured one's successor
+		label := companyLabel(conn.Companies)
+		c.Detail = strings.Replace(c.Detail, "token store (rotated from the configured token)", "the connection of "+label+" (paysync connect)", 1)
+		if errors.Is(c.Err, payroll.ErrRevoked) {
+			hint = "run paysync connect and choose " + label + ", then run paysync doctor again"
+		}
+	}
+	d.show(name, c.Check, hint)
 	if !c.OK() {
 		d.cl, d.noConn = nil, doctorNoToken(c.Err)
 		return
@@ -637,6 +655,9 @@ func (d *doctor) checkSchema(ctx context.Context) {
 		hint = "PAYSYNC_SCHEMA_PROBE=false: these are the spec's defaults with PAYSYNC_WIRE_NUMBERS=" + cfg.WireNumbers + ", not verified against the server"
 	case errors.Is(c.Err, payroll.ErrWireMismatch):
 		hint = "unset PAYSYNC_WIRE_NUMBERS (auto: take the probe's types), or set it to what the server says"
+	case c.Level == paysync.CheckOK && strings.Contains(c.Detail, "delete: not offered by this server"):
+		c.Level = paysync.CheckWarn // works, but nothing sent can be taken back through the API
+		hint = "revert, corrections that replace sent pay parts and revert/replay of a period are refused: delete pay parts by hand in payroll"
 	}
 	d.show(name, c, hint)
 }

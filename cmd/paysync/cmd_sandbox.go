@@ -29,7 +29,8 @@ Faults at run time:
                    bad_gateway_after_commit (execute, then a proxy's 502 HTML page);
                    timeout_after_commit (execute, then hold the answer for delay, default 30s)
     "op"           the GraphQL root field to match: companies, pay_parts, pay_parts_meta,
-                   current_company, create_pay_parts, delete_pay_parts, __schema, __type;
+                   current_company, create_pay_parts, delete_pay_parts, __schema, __type
+                   (with --dialect camel the same names: companies is companiesExt, and so on);
                    omitted: every /graphql request
     "times"        fire on the next N matching requests, then disarm; omitted: on every one
     "delay"        a duration string such as "300ms" (a number is nanoseconds)
@@ -61,14 +62,17 @@ func (f *faultList) Set(s string) error {
 func runSandbox(ctx context.Context, args []string, io stdio, _ lookupEnv) error {
 	var (
 		addr, numbers, allowed string
+		dialect                string
 		opts                   sandbox.Options
 		faults                 faultList
 	)
-	fs := newFlagSet("sandbox", "sandbox [--addr 127.0.0.1:8765] [--numbers float|int] [--allowed boolean|enum] [--employee-number-field NAME|none] [--fault SPEC]...", io)
+	fs := newFlagSet("sandbox", "sandbox [--addr 127.0.0.1:8765] [--dialect snake|camel] [--no-delete] [--numbers float|int] [--allowed boolean|enum] [--employee-number-field NAME|none] [--fault SPEC]...", io)
 	fs.StringVar(&addr, "addr", "127.0.0.1:8765", "listen address (keep it on loopback: the sandbox has no real security)")
+	fs.StringVar(&dialect, "dialect", "snake", "the API's names: snake (the spec's companies, create_pay_parts) or camel (Danløn's public doc's companiesExt(input:), createPayParts)")
+	fs.BoolVar(&opts.NoDelete, "no-delete", false, "leave out the delete mutation, as a server that offers none")
 	fs.StringVar(&numbers, "numbers", "float", "how units/rate/amount are typed: float, or int (hundredths)")
 	fs.StringVar(&allowed, "allowed", "boolean", "how *_allowed is typed: boolean, or enum (MANDATORY/OPTIONAL/FORBIDDEN)")
-	fs.StringVar(&opts.EmployeeNumberField, "employee-number-field", "employee_number", "the field employees serve their number under: employee_number, domainId (Danløn's public doc), "+
+	fs.StringVar(&opts.EmployeeNumberField, "employee-number-field", "", "the field employees serve their number under: employee_number (default with snake), domainId (Danløn's public doc; default with camel), "+
 		"or none (also employeeNumber, domain_id, number)")
 	fs.BoolVar(&opts.Rotate, "rotate", true, "rotate refresh tokens on every refresh (Keycloak 'Revoke Refresh Token')")
 	fs.DurationVar(&opts.AccessTTL, "access-ttl", 5*time.Minute, "access token lifetime")
@@ -82,6 +86,14 @@ func runSandbox(ctx context.Context, args []string, io stdio, _ lookupEnv) error
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	switch dialect {
+	case "snake":
+		opts.Dialect = sandbox.SnakeCase
+	case "camel":
+		opts.Dialect = sandbox.CamelCase
+	default:
+		return usagef("sandbox: --dialect %q: want snake or camel", dialect)
 	}
 	switch numbers {
 	case "float":
@@ -99,7 +111,7 @@ func runSandbox(ctx context.Context, args []string, io stdio, _ lookupEnv) error
 	default:
 		return usagef("sandbox: --allowed %q: want boolean or enum", allowed)
 	}
-	if f := opts.EmployeeNumberField; f != "none" && !slices.Contains(sandbox.EmployeeNumberFields, f) {
+	if f := opts.EmployeeNumberField; f != "" && f != "none" && !slices.Contains(sandbox.EmployeeNumberFields, f) {
 		return usagef("sandbox: --employee-number-field %q: want none or one of %s", f, strings.Join(sandbox.EmployeeNumberFields, ", "))
 	}
 	if host, _, err := net.SplitHostPort(addr); err != nil {
@@ -114,8 +126,12 @@ func runSandbox(ctx context.Context, args []string, io stdio, _ lookupEnv) error
 		return fmt.Errorf("sandbox: %w", err)
 	}
 	o := sb.Options()
-	fmt.Fprintf(io.out, "paysync sandbox: payroll API at %s/graphql (numbers %s, allowed %s, employee number field %s, rotation %v, access tokens %s)\n",
-		base, numbers, allowed, o.EmployeeNumberField, o.Rotate, o.AccessTTL)
+	del := "with delete"
+	if o.NoDelete {
+		del = "no delete mutation"
+	}
+	fmt.Fprintf(io.out, "paysync sandbox: payroll API at %s/graphql (dialect %s, %s, numbers %s, allowed %s, employee number field %s, rotation %v, access tokens %s)\n",
+		base, dialect, del, numbers, allowed, o.EmployeeNumberField, o.Rotate, o.AccessTTL)
 	if len(faults) > 0 {
 		var ks []string
 		for _, f := range faults {

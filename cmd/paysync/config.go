@@ -54,6 +54,7 @@ type config struct {
 	WireNumbers  string        `env:"PAYSYNC_WIRE_NUMBERS, default=auto"`
 	WireIntScale int32         `env:"PAYSYNC_WIRE_INT_SCALE, default=2"`
 	InputType    string        `env:"PAYSYNC_INPUT_TYPE"`
+	APIDialect   string        `env:"PAYSYNC_API_DIALECT"` // snake or camel; "" : the probe decides (without it: snake)
 	IDType       string        `env:"PAYSYNC_ID_TYPE"`
 	LogLevel     string        `env:"PAYSYNC_LOG_LEVEL, default=info"`
 	Mapping      string        `env:"PAYSYNC_MAPPING"`
@@ -214,6 +215,9 @@ func (c *config) validate() error {
 	default:
 		return varErrorf("PAYSYNC_WIRE_NUMBERS", "config: PAYSYNC_WIRE_NUMBERS: %q is not auto, float or int", c.WireNumbers)
 	}
+	if _, err := payroll.ParseDialect(c.APIDialect); err != nil {
+		return varErrorf("PAYSYNC_API_DIALECT", "config: PAYSYNC_API_DIALECT: %q is not snake or camel", c.APIDialect)
+	}
 	if !c.SchemaProbe && c.WireNumbers == "auto" {
 		return varErrorf("PAYSYNC_SCHEMA_PROBE", "config: PAYSYNC_SCHEMA_PROBE=false needs PAYSYNC_WIRE_NUMBERS=float or int (without introspection paysync cannot tell)")
 	}
@@ -274,6 +278,7 @@ func (c *config) payrollConfig(log *slog.Logger) (payroll.Config, error) {
 			IntScale:  c.WireIntScale,
 			InputType: c.InputType,
 			IDType:    c.IDType,
+			Dialect:   mustDialect(c.APIDialect), // checked by validate
 
 			EmployeeNumberField: c.EmployeeNumberField,
 			EmployeeEmailField:  c.EmployeeEmailField,
@@ -535,4 +540,10 @@ func (cfg *config) connect(ctx context.Context, io stdio, needLedger bool) (*ses
 		return nil, err
 	}
 	return s, nil
+}
+
+// mustDialect is PAYSYNC_API_DIALECT, already checked.
+func mustDialect(s string) payroll.Dialect {
+	d, _ := payroll.ParseDialect(s)
+	return d
 }

@@ -146,6 +146,8 @@ func newCrashEnv(t *testing.T, opts sandbox.Options) *crashEnv {
 		"PAYSYNC_LEDGER":     c.ledger,
 		"PAYSYNC_BATCH_SIZE": "10",
 		"PAYSYNC_LOG_LEVEL":  "warn",
+		// No console beside `paysync run`: its default port is shared.
+		"PAYSYNC_CONSOLE_ADDR": "",
 	}
 	return c
 }

@@ -88,6 +88,9 @@ func startSandbox(t *testing.T, opts sandbox.Options) sandboxEnv {
 		"PAYSYNC_CLIENT_SECRET": o.ClientSecret,
 		"PAYSYNC_REFRESH_TOKEN": sb.IssueRefreshToken(),
 		"PAYSYNC_TOKEN_FILE":    filepath.Join(t.TempDir(), "token.json"),
+		// No console beside `paysync run` unless a test sets an address:
+		// its default port 127.0.0.1:8081 is shared by every test process.
+		"PAYSYNC_CONSOLE_ADDR": "",
 	}}
 }
 

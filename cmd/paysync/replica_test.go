@@ -209,7 +209,8 @@ func TestReplicas_TwoWorkers(t *testing.T) {
 	ns := natstest.Start(t)
 	url := ns.ClientURL()
 	dir := t.TempDir()
-	base := with(s.env, "NATS_URL", url, "PAYSYNC_BATCH_LINGER", "100ms", "PAYSYNC_RATE_LIMIT", "1000", "PAYSYNC_LOG_LEVEL", "error")
+	base := with(s.env, "NATS_URL", url, "PAYSYNC_BATCH_LINGER", "100ms", "PAYSYNC_RATE_LIMIT", "1000", "PAYSYNC_LOG_LEVEL", "error",
+		"PAYSYNC_MAPPING", noAggregateRules(t)) // one pay part per entry
 	delete(base, "PAYSYNC_TOKEN_FILE") // each replica keeps its token in its own ledger
 	type replica struct {
 		company, durable, filter, ledger string

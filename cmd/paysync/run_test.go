@@ -82,7 +82,8 @@ func TestRun_NATS(t *testing.T) {
 	url := ns.ClientURL()
 	httpAddr := freeAddr(t)
 	env := with(s.env, "NATS_URL", url, "PAYSYNC_LEDGER", filepath.Join(t.TempDir(), "ledger.db"), "PAYSYNC_HTTP_ADDR", httpAddr,
-		"PAYSYNC_BATCH_LINGER", "100ms", "PAYSYNC_RATE_LIMIT", "1000", "PAYSYNC_COMPANY_ID", sandbox.CompanyNordlys, "PAYSYNC_LOG_LEVEL", "error")
+		"PAYSYNC_BATCH_LINGER", "100ms", "PAYSYNC_RATE_LIMIT", "1000", "PAYSYNC_COMPANY_ID", sandbox.CompanyNordlys, "PAYSYNC_LOG_LEVEL", "error",
+		"PAYSYNC_MAPPING", noAggregateRules(t)) // one pay part per entry
 	delete(env, "PAYSYNC_TOKEN_FILE")
 
 	nc, js := natstest.Connect(t, url)

@@ -29,6 +29,7 @@ import (
 	"github.com/paysync/paysync/ledger"
 	"github.com/paysync/paysync/payroll"
 	"github.com/paysync/paysync/payroll/sandbox"
+	"github.com/shopspring/decimal"
 )
 
 // secretKnownLeaks lists leaks this test has found and paysync has not
@@ -574,13 +575,15 @@ func TestSecrets_NeverLeak(t *testing.T) {
 			`{"id":"sec-3","employee_id":"MV8xXzk5","date":"2026-11-09","hours":6,"code":"T1"}`+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	before := len(payrollKeys(s.sb))
+	// The two valid entries (7.5 + 6 hours) land, merged into their
+	// aggregates (the rules aggregate).
+	before, want := payrollUnits(s.sb), decimal.RequireFromString("13.5")
 	step("publish", 0, with(base, "NATS_URL", natsURL), "publish", "--company", sandbox.CompanyNordlys, "--source", "sec", entries)
-	for deadline := time.Now().Add(15 * time.Second); len(payrollKeys(s.sb)) < before+2 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(15 * time.Second); !payrollUnits(s.sb).Sub(before).Equal(want) && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if got := len(payrollKeys(s.sb)); got < before+2 {
-		t.Errorf("the daemon created %d of the 2 published pay parts", got-before)
+	if got := payrollUnits(s.sb).Sub(before); !got.Equal(want) {
+		t.Errorf("the daemon added %s units of the 13.5 published", got)
 	}
 	time.Sleep(3 * time.Second) // the 3 s access token is refreshed (rotated) while the daemon runs
 	for _, path := range []string{"/metrics", "/readyz", "/healthz"} {

@@ -55,7 +55,7 @@ func (s *Server) handleGraphQL(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	op := rootField(req.Query, req.OperationName)
+	op := canonicalOp(rootField(req.Query, req.OperationName))
 	plan := s.takeFaults(op)
 	if plan.delay > 0 && !s.wait(r, plan.delay) {
 		dropConnection(w) // the client left or the server is closing
@@ -71,6 +71,7 @@ func (s *Server) handleGraphQL(w http.ResponseWriter, r *http.Request) {
 		if op != "" {
 			field = op
 		}
+		field = canonicalOp(field)
 		s.count(func(c *Counters) { c.Requests[field]++ })
 	}})
 	resp := s.schema.Exec(ctx, req.Query, req.OperationName, req.Variables)

@@ -2,6 +2,25 @@ package sandbox
 
 import "strings"
 
+// canonicalOps names the camelCase dialect's root fields by their
+// snake_case names, so that faults and counters use one name for each
+// operation whatever the dialect.
+var canonicalOps = map[string]string{
+	"companiesExt":   "companies",
+	"payPartsMeta":   "pay_parts_meta",
+	"currentCompany": "current_company",
+	"createPayParts": "create_pay_parts",
+	"deletePayParts": "delete_pay_parts",
+}
+
+// canonicalOp is op's snake_case name.
+func canonicalOp(op string) string {
+	if c, ok := canonicalOps[op]; ok {
+		return c
+	}
+	return op
+}
+
 // rootField returns the name of the first field the operation selects:
 // the operation named operationName, or else the document's first one.
 // Aliases ("a: create_pay_parts") and inline fragments or fragment spreads

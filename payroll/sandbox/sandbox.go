@@ -28,7 +28,9 @@
 // Options choose how the schema types what Danløn does not document:
 // units, rate and amount as Float or as Int holding hundredths
 // (NumbersInt), *_allowed as Boolean or as the enum PayPartFieldRule
-// (AllowedEnum), the name of create_pay_parts' input type, and the name
+// (AllowedEnum), the dialect (the spec's snake_case, or the camelCase of
+// Danløn's public doc: Options.Dialect), whether a delete mutation exists
+// (Options.NoDelete), the name of create_pay_parts' input type, and the name
 // of Employee's number field (employee_number, domainId, ..., or none). Whatever
 // the schema exposes, the sandbox enforces the true rules of FixtureMeta:
 // create_pay_parts validates every item and creates all of them or none.
@@ -84,8 +86,22 @@ const (
 	AllowedEnum                       // enum PayPartFieldRule { MANDATORY OPTIONAL FORBIDDEN }
 )
 
+// Dialect is the naming style of the sandbox's API.
+type Dialect int
+
+// The dialects.
+const (
+	SnakeCase Dialect = iota // the spec's: companies(company_ids:), create_pay_parts(company_id:, pay_parts:)
+	CamelCase                // Danløn's public doc's: companiesExt(input: {companyIds}) { companies {…} }, createPayParts(input:) { createdPayParts {…} }
+)
+
 // Options configure a Server. The zero value is a working sandbox.
 type Options struct {
+	// Dialect chooses the API's names and shapes (default SnakeCase).
+	Dialect Dialect
+	// NoDelete leaves the delete mutation out, as a server that offers
+	// none (no public source shows the camelCase API's).
+	NoDelete bool
 	Numbers  NumberType  // how units/rate/amount are typed: Float, or Int holding hundredths
 	IntScale int32       // for NumbersInt: decimal places carried by the Int; <= 0 means 2
 	Allowed  AllowedType // how *_allowed is typed: Boolean, or enum PayPartFieldRule
@@ -131,6 +147,8 @@ var EmployeeNumberFields = []string{"employee_number", "employeeNumber", "domain
 var reservedTypeNames = []string{
 	"Query", "Mutation", "Company", "Employee", "PayPart", "PayPartMeta", "CurrentCompany",
 	"PayPartFieldRule", "ID", "String", "Int", "Float", "Boolean",
+	"CompaniesExtInput", "EmployeesInput", "CreatePayPartsInput", "DeletePayPartsInput", "CompaniesPayload",
+	"EmployeesPayload", "PayPartsPayload", "PayPartsMetaPayload", "CreatePayPartsPayload", "DeletePayPartsPayload", "PayPartEmployee",
 }
 
 var gqlNameRE = regexp.MustCompile(`^[_A-Za-z][_0-9A-Za-z]*$`)
@@ -144,6 +162,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.EmployeeNumberField == "" {
 		o.EmployeeNumberField = "employee_number"
+		if o.Dialect == CamelCase {
+			o.EmployeeNumberField = "domainId"
+		}
 	}
 	if o.AccessTTL <= 0 {
 		o.AccessTTL = 5 * time.Minute
@@ -177,6 +198,8 @@ func (o Options) withDefaults() Options {
 
 func (o Options) validate() error {
 	switch {
+	case o.Dialect != SnakeCase && o.Dialect != CamelCase:
+		return fmt.Errorf("unknown Dialect %d", o.Dialect)
 	case o.Numbers != NumbersFloat && o.Numbers != NumbersInt:
 		return fmt.Errorf("unknown NumberType %d", o.Numbers)
 	case o.Allowed != AllowedBoolean && o.Allowed != AllowedEnum:

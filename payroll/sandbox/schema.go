@@ -25,8 +25,8 @@ type Query {
 }
 type Mutation {
   create_pay_parts(company_id: ID!, pay_parts: [{{.Input}}]): [PayPart]
-  delete_pay_parts(company_id: ID!, pay_part_ids: [ID]): Boolean
-}
+{{if not .NoDelete}}  delete_pay_parts(company_id: ID!, pay_part_ids: [ID]): Boolean
+{{end}}}
 type Company { id: ID! name: String employees(employee_ids: [ID]): [Employee] pay_parts: [PayPart] }
 type Employee { id: ID! name: String{{with .Number}} {{.}}: String{{end}} email: String pay_parts: [PayPart] }
 type PayPart { id: ID! code: String units: {{.Num}} rate: {{.Num}} amount: {{.Num}} employee: Employee }
@@ -36,11 +36,48 @@ input {{.Input}} { employee_id: ID! code: String! units: {{.Num}} rate: {{.Num}}
 {{if eq .Rule "PayPartFieldRule"}}enum PayPartFieldRule { MANDATORY OPTIONAL FORBIDDEN }
 {{end}}`))
 
+// camelTemplate is the camelCase dialect of Danløn's public doc: one
+// input: object per call, lists wrapped in an object, createPayParts
+// answering { createdPayParts }. Its names beyond the doc's examples
+// (input and payload types, deletePayParts) are guesses.
+var camelTemplate = template.Must(template.New("camel").Parse(`schema { query: Query mutation: Mutation }
+type Query {
+  companiesExt(input: CompaniesExtInput): CompaniesPayload
+  payPartsMeta: PayPartsMetaPayload
+  currentCompany: CurrentCompany
+}
+type Mutation {
+  createPayParts(input: CreatePayPartsInput!): CreatePayPartsPayload
+{{if not .NoDelete}}  deletePayParts(input: DeletePayPartsInput!): DeletePayPartsPayload
+{{end}}}
+input CompaniesExtInput { companyIds: [ID] }
+input EmployeesInput { employeeIds: [ID] }
+input CreatePayPartsInput { companyId: ID! payParts: [{{.Input}}] }
+{{if not .NoDelete}}input DeletePayPartsInput { companyId: ID! payPartIds: [ID] }
+{{end}}type CompaniesPayload { companies: [Company] }
+type Company { id: ID! name: String employees(input: EmployeesInput): EmployeesPayload payParts: PayPartsPayload }
+type EmployeesPayload { employees: [Employee] }
+type Employee { id: ID! name: String{{with .Number}} {{.}}: String{{end}} email: String payParts: PayPartsPayload }
+type PayPartsPayload { payParts: [PayPart] }
+type PayPart { id: ID! code: String units: {{.Num}} rate: {{.Num}} amount: {{.Num}} employee: PayPartEmployee }
+type PayPartEmployee { id: ID! name: String }
+type PayPartsMetaPayload { payPartsMeta: [PayPartMeta] }
+type PayPartMeta { code: String! description: String unitsAllowed: {{.Rule}} rateAllowed: {{.Rule}} amountAllowed: {{.Rule}} }
+type CurrentCompany { id: ID! }
+type CreatePayPartsPayload { createdPayParts: [PayPart] }
+{{if not .NoDelete}}type DeletePayPartsPayload { deletedPayPartIds: [ID] }
+{{end}}input {{.Input}} { employeeId: ID! code: String! units: {{.Num}} rate: {{.Num}} amount: {{.Num}} }
+{{if eq .Rule "PayPartFieldRule"}}enum PayPartFieldRule { MANDATORY OPTIONAL FORBIDDEN }
+{{end}}`))
+
 // SDL returns the GraphQL schema the sandbox serves with opts (defaults
 // filled as New fills them).
 func SDL(opts Options) string {
 	opts = opts.withDefaults()
-	data := struct{ Num, Rule, Input, Number string }{Num: "Float", Rule: "Boolean", Input: opts.InputTypeName, Number: opts.EmployeeNumberField}
+	data := struct {
+		Num, Rule, Input, Number string
+		NoDelete                 bool
+	}{Num: "Float", Rule: "Boolean", Input: opts.InputTypeName, Number: opts.EmployeeNumberField, NoDelete: opts.NoDelete}
 	if data.Number == "none" {
 		data.Number = ""
 	}
@@ -50,8 +87,12 @@ func SDL(opts Options) string {
 	if opts.Allowed == AllowedEnum {
 		data.Rule = "PayPartFieldRule"
 	}
+	tmpl := sdlTemplate
+	if opts.Dialect == CamelCase {
+		tmpl = camelTemplate
+	}
 	var b strings.Builder
-	if err := sdlTemplate.Execute(&b, data); err != nil {
+	if err := tmpl.Execute(&b, data); err != nil {
 		panic(fmt.Sprintf("sandbox: render schema: %v", err)) // the template is a constant
 	}
 	return b.String()
@@ -68,16 +109,25 @@ func newSchema(st *store, opts Options, tr tracer.Tracer) *graphql.Schema {
 	intIn := func(v int32) (decimal.Decimal, error) { return decimal.New(int64(v), -scale), nil }
 	boolRule := paysync.FieldRule.Allowed
 	enumRule := paysync.FieldRule.String
+	camel := opts.Dialect == CamelCase
 	switch {
 	case opts.Numbers == NumbersInt && opts.Allowed == AllowedEnum:
-		return graphql.MustParseSchema(sdl, &schemaRoot[int32, string]{st, intIn, intCodec, enumRule}, schemaOpts...)
+		return graphql.MustParseSchema(sdl, rootFor(camel, &schemaRoot[int32, string]{st, intIn, intCodec, enumRule}), schemaOpts...)
 	case opts.Numbers == NumbersInt:
-		return graphql.MustParseSchema(sdl, &schemaRoot[int32, bool]{st, intIn, intCodec, boolRule}, schemaOpts...)
+		return graphql.MustParseSchema(sdl, rootFor(camel, &schemaRoot[int32, bool]{st, intIn, intCodec, boolRule}), schemaOpts...)
 	case opts.Allowed == AllowedEnum:
-		return graphql.MustParseSchema(sdl, &schemaRoot[float64, string]{st, floatToDecimal, decimalToFloat, enumRule}, schemaOpts...)
+		return graphql.MustParseSchema(sdl, rootFor(camel, &schemaRoot[float64, string]{st, floatToDecimal, decimalToFloat, enumRule}), schemaOpts...)
 	default:
-		return graphql.MustParseSchema(sdl, &schemaRoot[float64, bool]{st, floatToDecimal, decimalToFloat, boolRule}, schemaOpts...)
+		return graphql.MustParseSchema(sdl, rootFor(camel, &schemaRoot[float64, bool]{st, floatToDecimal, decimalToFloat, boolRule}), schemaOpts...)
 	}
+}
+
+// rootFor is r, or r in the camelCase dialect's shapes.
+func rootFor[N number, R ruleValue](camel bool, r *schemaRoot[N, R]) any {
+	if camel {
+		return &camelRoot[N, R]{r}
+	}
+	return r
 }
 
 // floatToDecimal converts through the shortest decimal representation

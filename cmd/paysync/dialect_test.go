@@ -1,0 +1,74 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/paysync/paysync/payroll/sandbox"
+)
+
+// TestCLI_CamelDialect: against the camelCase sandbox, paysync imports a
+// Toggl export, applies a correction (delete, then create) and reverts
+// the import, with the probe choosing the dialect; doctor names it.
+// Without a delete mutation, the correction and the revert refuse with a
+// line saying why, and payroll keeps what was created.
+func TestCLI_CamelDialect(t *testing.T) {
+	const (
+		export    = "../../deploy/examples/toggl.csv"
+		corrected = "testdata/corrections/toggl-corrected.csv"
+		lars      = "MV8xXzI="
+	)
+	for _, tc := range []struct {
+		name     string
+		noDelete bool
+	}{{"with delete", false}, {"no delete", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := startSandbox(t, sandbox.Options{Dialect: sandbox.CamelCase, NoDelete: tc.noDelete})
+			env := with(s.env, "PAYSYNC_LEDGER", filepath.Join(t.TempDir(), "ledger.db"), "PAYSYNC_MAPPING", "../../deploy/examples/rules.yaml")
+			step := func(wantCode int, args ...string) result {
+				t.Helper()
+				r := runInProcess(t, env, args...)
+				if r.code != wantCode {
+					t.Fatalf("%v: exit %d, want %d\n%s%s", args, r.code, wantCode, r.stdout, r.stderr)
+				}
+				return r
+			}
+			step(0, "import", export)
+			created := payrollByPart(s.sb)
+			if len(created) != 7 {
+				t.Fatalf("import: payroll holds %v, want 7 pay parts", created)
+			}
+			if !tc.noDelete {
+				step(0, "import", corrected)
+				if after := payrollByPart(s.sb); len(after) != 7 || after[lars+"|SYG|8.5"] == "" {
+					t.Fatalf("correction: payroll holds %v, want 7 with SYG 8.5", after)
+				}
+				step(0, "revert", "--import", "1", "--yes")
+				step(0, "revert", "--import", "2", "--yes") // the correction's pay part
+				if left := payrollByPart(s.sb); len(left) != 0 {
+					t.Fatalf("revert: payroll holds %v", left)
+				}
+				return
+			}
+			r := runInProcess(t, env, "doctor")
+			if !strings.Contains(r.stdout, "dialect camelCase") || !strings.Contains(r.stdout, "delete: not offered by this server") {
+				t.Errorf("doctor does not name the dialect and the missing delete:\n%s", r.stdout)
+			}
+			r = runInProcess(t, env, "import", corrected)
+			if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "offers no delete mutation") {
+				t.Errorf("correction: exit %d\n%s%s\nwant a failure saying the server offers no delete mutation", r.code, r.stdout, r.stderr)
+			}
+			r = runInProcess(t, env, "revert", "--import", "1", "--yes")
+			if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "offers no delete mutation") {
+				t.Errorf("revert: exit %d\n%s%s\nwant a failure saying the server offers no delete mutation", r.code, r.stdout, r.stderr)
+			}
+			if after := payrollByPart(s.sb); len(after) != len(created) {
+				t.Errorf("payroll holds %v, want what the import created", after)
+			}
+			if n := s.sb.State().Counters.Requests["delete_pay_parts"]; n != 0 {
+				t.Errorf("%d delete requests", n)
+			}
+		})
+	}
+}
