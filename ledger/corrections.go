@@ -390,7 +390,11 @@ type PartGroup struct {
 
 // LivePartsOfGroups returns the live pay parts (pending or created, not
 // superseded) of the groups, each with all its entries.
-func (l *Ledger) LivePartsOfGroups(ctx context.Context, groups []PartGroup) ([]SupersedablePart, error) {
+//
+// With maxEntries > 0, a pay part that sums maxEntries entries or more is
+// left out (a merge plans a new pay part beside it): what is read, and
+// planned again, stays bounded however many entries one group gathers.
+func (l *Ledger) LivePartsOfGroups(ctx context.Context, groups []PartGroup, maxEntries int) ([]SupersedablePart, error) {
 	var ids []string
 	seen := map[string]bool{}
 	for _, g := range groups {
@@ -402,8 +406,9 @@ func (l *Ledger) LivePartsOfGroups(ctx context.Context, groups []PartGroup) ([]S
 				AND p.employee_id = ? AND p.code = ? AND p.rule = ?
 				AND EXISTS (SELECT 1 FROM pay_part_entries pe JOIN entries e ON e.id = pe.entry_id
 					WHERE pe.pay_part_id = p.id AND e.entry_date BETWEEN ? AND ?)
+				AND (? <= 0 OR (SELECT count(*) FROM pay_part_entries c WHERE c.pay_part_id = p.id) < ?)
 			ORDER BY p.id`,
-			g.Company, g.Employee, g.Code, g.Rule, g.Period.First().Format(time.DateOnly), g.Period.Last().Format(time.DateOnly))
+			g.Company, g.Employee, g.Code, g.Rule, g.Period.First().Format(time.DateOnly), g.Period.Last().Format(time.DateOnly), maxEntries, maxEntries)
 		if err != nil {
 			return nil, fmt.Errorf("ledger: live pay parts of %s|%s|%s in %s: %w", g.Company, g.Employee, g.Code, g.Period, err)
 		}

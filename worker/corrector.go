@@ -24,7 +24,7 @@ type CorrectionLedger interface {
 	HeldDates(ctx context.Context) ([]string, error)
 	CutoffEntries(ctx context.Context, p paysync.Period, withPaid bool) ([]ledger.LiveEntry, error)
 	HeldEntries(ctx context.Context, limit int) ([]ledger.LiveEntry, error)
-	LivePartsOfGroups(ctx context.Context, groups []ledger.PartGroup) ([]ledger.SupersedablePart, error)
+	LivePartsOfGroups(ctx context.Context, groups []ledger.PartGroup, maxEntries int) ([]ledger.SupersedablePart, error)
 }
 
 var _ CorrectionLedger = (*ledger.Ledger)(nil)
@@ -43,8 +43,12 @@ type Corrector struct {
 	Wire      mapping.WireChecker
 	BatchSize int
 	// MergeChunk is how many held entries one Merge plans at most
-	// (default DefaultMergeChunk).
+	// (default DefaultMergeChunk); MergeCap how many entries a pay part
+	// sums before a merge stops planning it again and starts another
+	// beside it (default DefaultMergeCap). Together they bound a merge's
+	// memory and work, whatever the backlog.
 	MergeChunk int
+	MergeCap   int
 }
 
 // correctionLimit is how many pending corrections one Run reads.

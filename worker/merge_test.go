@@ -220,6 +220,21 @@ func TestMerge_Chunks(t *testing.T) {
 	}
 }
 
+// TestMerge_Cap: a pay part that sums MergeCap entries is not planned
+// again: later entries of its group start another pay part beside it, so
+// that a merge's work and memory stay bounded however many entries one
+// group gathers; payroll still holds the exact total.
+func TestMerge_Cap(t *testing.T) {
+	m := newMergeEnv(t)
+	m.corr.MergeCap = 3
+	mette := sandbox.EmpMetteHansen
+	for i := range 5 {
+		m.send(t, entryJSON(fmt.Sprintf("c%d", i), mette, "T1", "1"))
+		m.merge(t)
+	}
+	m.holds(t, "after five merges of one entry each", mette+"|T1|3", mette+"|T1|2")
+}
+
 // TestMerge_RevertMessage: revert --import of one message whose entry is in
 // a merged aggregate replaces the aggregate by the others' total.
 func TestMerge_RevertMessage(t *testing.T) {

@@ -303,6 +303,7 @@ type mergeState struct {
 	end       time.Time     // when the last merge ended
 	took      time.Duration // how long it took
 	retryAt   time.Time     // a failed merge's backoff
+	backlog   bool          // the last merge left more held than it takes
 	failures  int
 	errText   string // the last failure, logged once
 }
@@ -328,18 +329,23 @@ func (p *Pipeline) mergeAt() time.Time {
 	if since.IsZero() {
 		return time.Time{}
 	}
-	return mergeDue(since, p.Linger, p.mg.end, p.mg.took, p.mg.retryAt)
+	return mergeDue(since, p.Linger, p.mg.end, p.mg.took, p.mg.retryAt, p.mg.backlog)
 }
 
 // mergeDue is when a merge may run: not sooner than linger after the first
 // entry held since the last merge (replacing an aggregate costs a delete
-// and a create, so entries arriving together are merged together), not
-// sooner than twice the last merge's duration after it ended (under a
-// backlog merges then take at most a third of the time, and each takes
-// what arrived meanwhile), and not before a failed merge's backoff.
-func mergeDue(heldSince time.Time, linger time.Duration, lastEnd time.Time, lastTook time.Duration, retryAt time.Time) time.Time {
+// and a create, so entries arriving together are merged together) unless
+// the last merge left a backlog (more held than one merge takes: they are
+// all there already), not sooner than the last merge's duration after it
+// ended (merges then take at most half the loop's time, sending the other
+// half, and each takes what arrived meanwhile), and not before a failed
+// merge's backoff.
+func mergeDue(heldSince time.Time, linger time.Duration, lastEnd time.Time, lastTook time.Duration, retryAt time.Time, backlog bool) time.Time {
 	due := heldSince.Add(linger)
-	if t := lastEnd.Add(2 * lastTook); t.After(due) {
+	if backlog {
+		due = heldSince
+	}
+	if t := lastEnd.Add(lastTook); t.After(due) {
 		due = t
 	}
 	if retryAt.After(due) {
@@ -384,6 +390,7 @@ func (p *Pipeline) merge(ctx context.Context) {
 		p.Log.Info("merging held entries works again", "failures", p.mg.failures)
 		p.mg.failures, p.mg.errText, p.mg.retryAt = 0, "", time.Time{}
 	}
+	p.mg.backlog = more
 	if more {
 		p.Held()
 	}
