@@ -177,13 +177,9 @@ func runNATS(ctx context.Context, cfg Config, name string, n int, backlog bool) 
 	if err != nil {
 		return r, err
 	}
-	extra := []string{"NATS_URL=" + url, "PAYSYNC_HTTP_ADDR=" + addr}
-	if cfg.NoAggregate {
-		rules := filepath.Join(e.dir, "rules.yaml")
-		if err := os.WriteFile(rules, []byte("version: 1\naggregate: false\n"), 0o600); err != nil {
-			return r, err
-		}
-		extra = append(extra, "PAYSYNC_MAPPING="+rules)
+	extra, err := e.runEnv(cfg, url, addr)
+	if err != nil {
+		return r, err
 	}
 	if cfg.Profile != "" {
 		extra = append(extra, "PAYSYNC_PPROF=true")
@@ -370,13 +366,9 @@ func runTrickle(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return r, err
 	}
-	extra := []string{"NATS_URL=" + url, "PAYSYNC_HTTP_ADDR=" + addr}
-	if cfg.NoAggregate {
-		rules := filepath.Join(e.dir, "rules.yaml")
-		if err := os.WriteFile(rules, []byte("version: 1\naggregate: false\n"), 0o600); err != nil {
-			return r, err
-		}
-		extra = append(extra, "PAYSYNC_MAPPING="+rules)
+	extra, err := e.runEnv(cfg, url, addr)
+	if err != nil {
+		return r, err
 	}
 	p, err := e.start([]string{"run"}, extra...)
 	if err != nil {
@@ -447,4 +439,19 @@ func roundTrip(ctx context.Context, e *env) (time.Duration, error) {
 	}
 	slices.Sort(ds)
 	return ds[len(ds)/2], nil
+}
+
+// runEnv is paysync run's environment for a NATS scenario: the server, the
+// health listener, and with NoAggregate rules that keep one pay part per
+// entry.
+func (e *env) runEnv(cfg Config, natsURL, httpAddr string) ([]string, error) {
+	extra := []string{"NATS_URL=" + natsURL, "PAYSYNC_HTTP_ADDR=" + httpAddr}
+	if cfg.NoAggregate {
+		rules := filepath.Join(e.dir, "rules.yaml")
+		if err := os.WriteFile(rules, []byte("version: 1\naggregate: false\n"), 0o600); err != nil {
+			return nil, err
+		}
+		extra = append(extra, "PAYSYNC_MAPPING="+rules)
+	}
+	return extra, nil
 }

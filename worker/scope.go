@@ -241,10 +241,7 @@ func (c *Corrector) Cutoff(ctx context.Context, dryRun bool) (CutoffResult, erro
 	if err != nil {
 		return out, err
 	}
-	kind := paysync.PeriodMonth
-	if c.Rules != nil && c.Rules.Period != "" {
-		kind = c.Rules.Period
-	}
+	kind := c.periodKind()
 	var periods []paysync.Period
 	for _, d := range dates {
 		p, err := paysync.PeriodOf(kind, d)
@@ -314,6 +311,14 @@ type MergeResult struct {
 	Problems []error
 }
 
+// periodKind is the pay period the rules sum over (month by default).
+func (c *Corrector) periodKind() paysync.PeriodKind {
+	if c.Rules != nil && c.Rules.Period != "" {
+		return c.Rules.Period
+	}
+	return paysync.PeriodMonth
+}
+
 // DefaultMergeChunk is how many held entries one merge plans at most, and
 // DefaultMergeCap how many entries a pay part sums before merges leave it
 // as it is and start another pay part of its group beside it (each
@@ -353,10 +358,7 @@ func (c *Corrector) Merge(ctx context.Context) (MergeResult, error) {
 	if err != nil {
 		return out, err
 	}
-	kind := paysync.PeriodMonth
-	if c.Rules != nil && c.Rules.Period != "" {
-		kind = c.Rules.Period
-	}
+	kind := c.periodKind()
 	type unitKey struct {
 		company string
 		period  paysync.Period

@@ -166,10 +166,7 @@ func newFlagSet(name, synopsis string, io stdio) *flag.FlagSet {
 // parseFlags parses args; a bad flag is a usage error.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &usageError{err.Error()}
+		return usageOrHelp(err)
 	}
 	if fs.NArg() > 0 {
 		return usagef("%s: unexpected argument %q", fs.Name(), fs.Arg(0))

@@ -127,10 +127,7 @@ func runImport(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	cfg.apiFlags(fs)
 	f.register(fs, &cfg)
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &usageError{err.Error()}
+		return usageOrHelp(err)
 	}
 	files := fs.Args()
 	if len(files) == 0 {

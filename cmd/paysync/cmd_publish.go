@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -39,10 +38,7 @@ func runPublish(ctx context.Context, args []string, std stdio, env lookupEnv) er
 	fs.StringVar(&rulesFile, "rules", cfg.Mapping, "mapping rules file (PAYSYNC_MAPPING): its read: block is read here as import and the inbox read it")
 	cfg.readFlags(fs)
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &usageError{err.Error()}
+		return usageOrHelp(err)
 	}
 	rules, err := loadRulesFile(rulesFile)
 	if err != nil {

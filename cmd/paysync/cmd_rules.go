@@ -48,10 +48,7 @@ func runRulesInit(ctx context.Context, args []string, io stdio, env lookupEnv) e
 	fs.StringVar(&out, "out", "", "write the draft to FILE instead of standard output")
 	fs.BoolVar(&force, "force", false, "with --out: overwrite FILE if it exists")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &usageError{err.Error()}
+		return usageOrHelp(err)
 	}
 	files := fs.Args()
 	if len(files) == 0 {
