@@ -360,6 +360,13 @@ func sameDec(a, b decimal.NullDecimal) bool {
 // does not.
 type deleteSupport interface{ DeleteSupport() error }
 
+// cannotDelete reports whether the payroll server offers no delete
+// mutation: what it holds stays as it is.
+func (c *Corrector) cannotDelete() bool {
+	ds, ok := c.Wire.(deleteSupport)
+	return ok && ds.DeleteSupport() != nil
+}
+
 // refuseNoDelete returns why unit cannot be applied when it replaces pay
 // parts created in payroll and the server cannot delete them; nothing is
 // recorded, so its corrections stay pending.

@@ -97,3 +97,34 @@ func TestNoDelete(t *testing.T) {
 		t.Errorf("%d delete requests", n)
 	}
 }
+
+// TestCutoff_NoDelete: against a server without a delete mutation, a
+// cutoff keeps what payroll holds: entries held since the last cutoff get
+// pay parts of their own beside the aggregate sent before (each exact),
+// as in a closed period, instead of a replacement that cannot be made.
+func TestCutoff_NoDelete(t *testing.T) {
+	e := setup(t, sandbox.Options{Dialect: sandbox.CamelCase, NoDelete: true})
+	mi, corr := e.holdingImporter(t)
+	pipe := &worker.Pipeline{L: e.led, D: e.deliverer(e.cl), Correct: corr.Run}
+	mette := sandbox.EmpMetteHansen
+	round := func(id, hours string) {
+		t.Helper()
+		reps, errs, err := mi.Plan(ctx(t), []worker.Message{msg("timesheets.MV8x.toggl", entryJSON(id, mette, "T1", hours))})
+		if err != nil || errs[0] != nil || len(reps[0].ProblemList()) > 0 {
+			t.Fatalf("%v %v %v", err, errs[0], reps[0].ProblemList())
+		}
+		if _, err := corr.Cutoff(ctx(t), false); err != nil {
+			t.Fatalf("cutoff: %v", err)
+		}
+		if err := pipe.Flush(ctx(t), 0); err != nil {
+			t.Fatalf("send: %v", err)
+		}
+	}
+	round("n1", "8")
+	e.holds(t, "first cutoff", mette+"|T1|8")
+	round("n2", "2")
+	e.holds(t, "second cutoff", mette+"|T1|8", mette+"|T1|2")
+	if r := e.sb.State().Counters.Requests; r["delete_pay_parts"]+r["deletePayParts"] != 0 {
+		t.Errorf("a delete was sent to a server without one: %v", r)
+	}
+}

@@ -230,7 +230,8 @@ type CutoffResult struct {
 // an aggregate sent at an earlier cutoff that changes is replaced (delete
 // first), one that comes out the same stays. In a closed period the held
 // entries get pay parts of their own (late hours: the next payroll run pays
-// them) and nothing sent is replaced. Run twice, the second finds nothing.
+// them) and nothing sent is replaced; so too against a payroll server
+// without a delete mutation. Run twice, the second finds nothing.
 func (c *Corrector) Cutoff(ctx context.Context, dryRun bool) (CutoffResult, error) {
 	var out CutoffResult
 	dates, err := c.L.HeldDates(ctx)
@@ -254,7 +255,9 @@ func (c *Corrector) Cutoff(ctx context.Context, dryRun bool) (CutoffResult, erro
 	}
 	for _, p := range periods {
 		isClosed := slices.ContainsFunc(closed, func(cp ledger.ClosedPeriod) bool { return cp.Period.Overlaps(p) })
-		entries, err := c.L.CutoffEntries(ctx, p, !isClosed)
+		// A server that cannot delete keeps what it holds: the held
+		// entries get pay parts of their own, as in a closed period.
+		entries, err := c.L.CutoffEntries(ctx, p, !isClosed && !c.cannotDelete())
 		if err != nil {
 			return out, err
 		}
@@ -453,8 +456,7 @@ func (c *Corrector) mergeUnit(ctx context.Context, company string, p paysync.Per
 		// A server that cannot delete keeps what it holds: held entries
 		// then join only aggregates not sent yet (else a pay part of their
 		// own).
-		ds, ok := c.Wire.(deleteSupport)
-		noDelete := ok && ds.DeleteSupport() != nil
+		noDelete := c.cannotDelete()
 		for _, pp := range all {
 			if noDelete && (pp.State == paysync.PartCreated || pp.PayrollID != "") {
 				continue
