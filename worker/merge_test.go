@@ -296,3 +296,25 @@ func TestPipeline_MergeRetried(t *testing.T) {
 		t.Errorf("the failure was logged %d times, want once:\n%s", n, logs.String())
 	}
 }
+
+// TestCutoff_ByMerges: a cutoff is applied as merges of at most MergeChunk
+// held entries each (bounded memory however much was held), and plans
+// everything held in one call.
+func TestCutoff_ByMerges(t *testing.T) {
+	m := newMergeEnv(t)
+	m.corr.MergeChunk = 3
+	mette := sandbox.EmpMetteHansen
+	var bodies []string
+	for i := range 8 {
+		bodies = append(bodies, entryJSON(fmt.Sprintf("k%d", i), mette, "T1", "0.5"))
+	}
+	m.send(t, bodies...)
+	res, err := m.corr.Cutoff(ctx(t), false)
+	if err != nil || res.Entries != 8 || len(res.Periods) != 3 {
+		t.Fatalf("cutoff of 8 held entries 3 a merge: %d entries in %d units, %v; want 8 in 3", res.Entries, len(res.Periods), err)
+	}
+	if err := m.pipe.Flush(ctx(t), 0); err != nil {
+		t.Fatal(err)
+	}
+	m.holds(t, "after the cutoff", mette+"|T1|4")
+}

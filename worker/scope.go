@@ -232,8 +232,16 @@ type CutoffResult struct {
 // entries get pay parts of their own (late hours: the next payroll run pays
 // them) and nothing sent is replaced; so too against a payroll server
 // without a delete mutation. Run twice, the second finds nothing.
+//
+// Applied (not dry), the cutoff is made of merges (Merge) until nothing is
+// held: each plans at most DefaultMergeChunk held entries with the
+// aggregates they touch, so a cutoff's memory stays bounded however much
+// was held. A dry run plans each period whole, as a preview.
 func (c *Corrector) Cutoff(ctx context.Context, dryRun bool) (CutoffResult, error) {
 	var out CutoffResult
+	if !dryRun {
+		return c.cutoffByMerges(ctx)
+	}
 	dates, err := c.L.HeldDates(ctx)
 	if err != nil || len(dates) == 0 {
 		return out, err
@@ -312,6 +320,28 @@ type MergeResult struct {
 	// longer maps under the current rules): their entries stay held, and
 	// the version paid stays, until the rules or the entry are fixed.
 	Problems []error
+}
+
+// cutoffByMerges applies a cutoff as merges until nothing more is held, or
+// a merge plans nothing (what is left is refused by the rules: it stays
+// held, named in the error).
+func (c *Corrector) cutoffByMerges(ctx context.Context) (CutoffResult, error) {
+	var out CutoffResult
+	for {
+		res, err := c.Merge(ctx)
+		out.Periods = append(out.Periods, res.Units...)
+		out.Entries += res.Held
+		switch {
+		case err != nil:
+			return out, err
+		case res.Busy:
+			return out, ErrScopeBusy
+		case len(res.Problems) > 0:
+			return out, fmt.Errorf("cutoff: %w", errors.Join(res.Problems...))
+		case !res.More || res.Held == 0:
+			return out, nil
+		}
+	}
 }
 
 // periodKind is the pay period the rules sum over (month by default).
