@@ -452,3 +452,66 @@ func addDec(a, b decimal.NullDecimal) decimal.NullDecimal {
 	}
 	return decimal.NewNullDecimal(a.Decimal.Add(b.Decimal))
 }
+
+// WaitingCorrection is a correction recorded and not applied yet.
+type WaitingCorrection struct {
+	ID         int64     `json:"id"`
+	EntryID    string    `json:"entry"`
+	SourceID   int64     `json:"import"`
+	SourceName string    `json:"source"`
+	Line       int       `json:"line"`
+	Since      time.Time `json:"since"`
+	// Why is why it was not applied the last time the corrector tried it
+	// ("" when it has not been held up, only not tried yet).
+	Why string `json:"why,omitempty"`
+}
+
+// WaitingCorrections returns how many corrections are pending (the latest
+// of each entry) and the first limit of them, oldest first.
+func (l *Ledger) WaitingCorrections(ctx context.Context, limit int) (int, []WaitingCorrection, error) {
+	const latest = `c.state = 'pending' AND c.id = (SELECT max(c2.id) FROM entry_corrections c2 WHERE c2.entry = c.entry AND c2.state = 'pending')`
+	var n int
+	if err := l.rdb.QueryRowContext(ctx, `SELECT count(*) FROM entry_corrections c WHERE `+latest).Scan(&n); err != nil {
+		return 0, nil, fmt.Errorf("ledger: waiting corrections: %w", err)
+	}
+	if n == 0 {
+		return 0, nil, nil
+	}
+	rows, err := l.rdb.QueryContext(ctx, `SELECT c.id, e.entry_id, c.source_id, s.name, c.line, c.created_at, c.waiting
+		FROM entry_corrections c JOIN entries e ON e.id = c.entry JOIN sources s ON s.id = c.source_id
+		WHERE `+latest+` ORDER BY c.id LIMIT ?`, limit)
+	if err != nil {
+		return 0, nil, fmt.Errorf("ledger: waiting corrections: %w", err)
+	}
+	defer rows.Close()
+	var out []WaitingCorrection
+	for rows.Next() {
+		var w WaitingCorrection
+		var at string
+		if err := rows.Scan(&w.ID, &w.EntryID, &w.SourceID, &w.SourceName, &w.Line, &at, &w.Why); err != nil {
+			return 0, nil, fmt.Errorf("ledger: waiting corrections: %w", err)
+		}
+		w.Since = parseTS(at)
+		out = append(out, w)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, nil, fmt.Errorf("ledger: waiting corrections: %w", err)
+	}
+	return n, out, nil
+}
+
+// NoteCorrectionsWaiting records why the pending corrections ids were not
+// applied (for WaitingCorrections); they stay pending.
+func (l *Ledger) NoteCorrectionsWaiting(ctx context.Context, ids []int64, why string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return l.tx(ctx, "note waiting corrections", func(tx *sql.Tx) error {
+		for _, id := range ids {
+			if _, err := tx.ExecContext(ctx, `UPDATE entry_corrections SET waiting = ? WHERE id = ? AND state = 'pending'`, why, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -19,6 +19,7 @@ type CorrectionLedger interface {
 	ApplyCorrection(ctx context.Context, c ledger.Correction) (int64, []int64, error)
 	SkipCorrection(ctx context.Context, p ledger.PendingCorrection) error
 	RejectCorrection(ctx context.Context, p ledger.PendingCorrection, r ledger.NewReject) error
+	NoteCorrectionsWaiting(ctx context.Context, ids []int64, why string) error
 	ClosedPeriods(ctx context.Context) ([]ledger.ClosedPeriod, error)
 	EntriesIn(ctx context.Context, sc ledger.Scope) ([]ledger.LiveEntry, error)
 	HeldDates(ctx context.Context) ([]string, error)
@@ -110,7 +111,17 @@ func (c *Corrector) apply(ctx context.Context, source int64, pcs []ledger.Pendin
 		return false, nil
 	}
 	if err := c.refuseNoDelete(p.unit); err != nil {
-		return false, err // the corrections stay pending
+		// The corrections stay pending, and say why (paysync corrections).
+		var ids []int64
+		for _, pc := range p.unit.Pending {
+			if pc.ID != 0 {
+				ids = append(ids, pc.ID)
+			}
+		}
+		if nerr := c.L.NoteCorrectionsWaiting(ctx, ids, err.Error()); nerr != nil {
+			return false, errors.Join(err, nerr)
+		}
+		return false, err
 	}
 	_, _, err = c.L.ApplyCorrection(ctx, p.unit)
 	if errors.Is(err, ledger.ErrCorrectionStale) {

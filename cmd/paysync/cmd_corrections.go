@@ -67,14 +67,41 @@ func runCorrections(ctx context.Context, args []string, io stdio, env lookupEnv)
 	}
 	if len(us) == 0 {
 		fmt.Fprintln(io.out, "(no corrections)")
-		return nil
+	} else {
+		tb := newTable(io.out, "UNIT", "IMPORT", "FROM", "COMPANY", "ENTRIES", "REPLACED", "NEW", "BATCHES", "STATE", "RECORDED")
+		for _, u := range us {
+			tb.row(fmt.Sprint(u.ID), fmt.Sprint(u.SourceID), truncate(filepath.Base(u.ImportName), 40), u.CompanyID, fmt.Sprint(u.Entries), fmt.Sprint(u.Replaced),
+				fmt.Sprint(u.New), dash(joinIDs(u.Batches)), string(u.State), utcTime(u.CreatedAt))
+		}
+		if err := tb.flush(); err != nil {
+			return err
+		}
 	}
-	tb := newTable(io.out, "UNIT", "IMPORT", "FROM", "COMPANY", "ENTRIES", "REPLACED", "NEW", "BATCHES", "STATE", "RECORDED")
-	for _, u := range us {
-		tb.row(fmt.Sprint(u.ID), fmt.Sprint(u.SourceID), truncate(filepath.Base(u.ImportName), 40), u.CompanyID, fmt.Sprint(u.Entries), fmt.Sprint(u.Replaced),
-			fmt.Sprint(u.New), dash(joinIDs(u.Batches)), string(u.State), utcTime(u.CreatedAt))
+	return writeWaitingCorrections(ctx, io.out, l)
+}
+
+// waitingShown is how many waiting corrections the list names.
+const waitingShown = 20
+
+// writeWaitingCorrections names the corrections recorded and not applied
+// yet, and why they wait when the corrector said so.
+func writeWaitingCorrections(ctx context.Context, w io.Writer, l *ledger.Ledger) error {
+	n, ws, err := l.WaitingCorrections(ctx, waitingShown)
+	if err != nil || n == 0 {
+		return err
 	}
-	return tb.flush()
+	fmt.Fprintf(w, "\nwaiting: %s not applied yet (applied by the daemon's next look, or the next paysync import):\n", plural(n, "correction", "corrections"))
+	for _, c := range ws {
+		why := c.Why
+		if why == "" {
+			why = "not tried yet"
+		}
+		fmt.Fprintf(w, "  entry %s (import %d, %s:%d), since %s: %s\n", c.EntryID, c.SourceID, c.SourceName, c.Line, utcTime(c.Since), why)
+	}
+	if n > len(ws) {
+		fmt.Fprintf(w, "  … and %d more\n", n-len(ws))
+	}
+	return nil
 }
 
 // unitSummary is a unit in one line: "1 entry changed, 1 pay part
