@@ -248,7 +248,12 @@ type loginData struct {
 
 // safeNext keeps a redirect after login on the console.
 func safeNext(n string) string {
-	if !strings.HasPrefix(n, "/") || strings.HasPrefix(n, "//") || strings.Contains(n, "\\") {
+	// Browsers drop tabs and line breaks from a Location and read a
+	// backslash as a slash, so "/\t/evil" is "//evil": any of them, or any
+	// other control character or space, and the page is the overview.
+	if !strings.HasPrefix(n, "/") || strings.HasPrefix(n, "//") || strings.ContainsFunc(n, func(r rune) bool {
+		return r == '\\' || r <= ' ' || r == 0x7f
+	}) {
 		return "/"
 	}
 	return n

@@ -35,8 +35,17 @@ func chromium(t *testing.T) string {
 // browser starts a headless Chromium for one test.
 func browser(t *testing.T) context.Context {
 	t.Helper()
+	// The profile is not t.TempDir(): Chromium's helper processes can still
+	// write into it for a moment after the browser has exited, and
+	// TempDir's cleanup fails the test on "directory not empty". It is
+	// removed once they are done (waited for, with a deadline).
+	profile, err := os.MkdirTemp("", "paysync-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeWhenDone(t, profile) })
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium(t)), chromedp.NoSandbox,
-		chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1280, 900))
+		chromedp.UserDataDir(profile), chromedp.WindowSize(1280, 900))
 	actx, cancelA := chromedp.NewExecAllocator(ctxOf(t), opts...)
 	t.Cleanup(cancelA)
 	bctx, cancelB := chromedp.NewContext(actx)
@@ -183,3 +192,20 @@ func httptestEvil(t *testing.T, base, form string) string {
 }
 
 var tokenField = regexp.MustCompile(`name="token" value="[^"]*"`)
+
+// removeWhenDone removes dir, waiting (up to 10 s) for processes still
+// writing into it to stop.
+func removeWhenDone(t *testing.T, dir string) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := os.RemoveAll(dir)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Logf("browser profile %s left behind: %v", dir, err)
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -42,6 +42,12 @@ type PendingCorrection struct {
 	New      paysync.Entry // Source and Line: where the new version came from
 	Old      paysync.Entry // the version paid now
 	OldHash  string
+	// Held: re-planned as stored (ID 0), the entry was held (no pay part)
+	// when planned. ApplyCorrection checks it still is, and that it is in
+	// no live pay part but those the unit replaces: another unit (a
+	// merge, a replay, a revert) that took it meanwhile makes this one
+	// stale.
+	Held bool
 }
 
 // PreviewCorrections returns the corrections the staged import would
@@ -453,16 +459,44 @@ func (l *Ledger) ApplyCorrection(ctx context.Context, c Correction) (unit int64,
 		st := l.stmts(ctx, tx)
 		defer st.close()
 		now := l.ts()
+		replaced := make(map[int64]bool, len(c.Supersede))
+		for _, lp := range c.Supersede {
+			replaced[lp.ID] = true
+		}
 		for _, p := range c.Pending {
 			if p.ID == 0 {
-				// Re-mapped as stored (a replay, a cutoff): the entry must
-				// still be what was planned (intake may have taken a held
-				// entry again, or a tombstone).
+				// Re-mapped as stored (a replay, a cutoff, a merge, a
+				// revert): the entry must still be what was planned
+				// (intake may have taken a held entry again, or a
+				// tombstone), held if it was, and in no live pay part but
+				// those this unit replaces (another unit may have paid or
+				// reverted it since: two would pay it twice).
 				var hash string
-				if err := st.queryRow(`SELECT content_hash FROM entries WHERE id = ?`, p.Entry).Scan(&hash); err != nil {
+				var held bool
+				if err := st.queryRow(`SELECT content_hash, status = 'mapped' AND note = ? FROM entries WHERE id = ?`, HeldNote, p.Entry).Scan(&hash, &held); err != nil {
 					return err
 				}
-				if hash != p.OldHash {
+				if hash != p.OldHash || held != p.Held {
+					return ErrCorrectionStale
+				}
+				rows, err := tx.QueryContext(ctx, `SELECT p.id FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id
+					WHERE pe.entry_id = ? AND p.state IN ('pending', 'created') AND p.superseded_by IS NULL`, p.Entry)
+				if err != nil {
+					return err
+				}
+				stale := false
+				for rows.Next() {
+					var id int64
+					if err := rows.Scan(&id); err != nil {
+						rows.Close()
+						return err
+					}
+					stale = stale || !replaced[id]
+				}
+				if err := rows.Close(); err != nil {
+					return err
+				}
+				if stale {
 					return ErrCorrectionStale
 				}
 				continue

@@ -116,6 +116,22 @@ func (l *Ledger) LinkReplay(ctx context.Context, id, of int64) error {
 
 // BatchesOfImport lists an import's batches and those of every source
 // that replays or re-drives it, and so on, in order of id.
+// AnySuperseded reports whether a pay part of the batches was replaced by
+// a correction unit (a correction, a merge, a cutoff): its entries are
+// then paid through pay parts of other batches.
+func (l *Ledger) AnySuperseded(ctx context.Context, batchIDs []int64) (bool, error) {
+	for _, id := range batchIDs {
+		var n int
+		if err := l.rdb.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pay_parts WHERE batch_id = ? AND superseded_by IS NOT NULL)`, id).Scan(&n); err != nil {
+			return false, fmt.Errorf("ledger: superseded pay parts of batch %d: %w", id, err)
+		}
+		if n != 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 func (l *Ledger) BatchesOfImport(ctx context.Context, sourceID int64) ([]Batch, error) {
 	return l.queryBatches(ctx, `WHERE b.source_id IN (
 		WITH RECURSIVE fam(id) AS (SELECT ? UNION SELECT s.id FROM sources s JOIN fam ON s.replay_of = fam.id)

@@ -22,6 +22,7 @@ type RevertLedger interface {
 	Batch(ctx context.Context, id int64) (ledger.Batch, error)
 	Family(ctx context.Context, id int64) ([]ledger.Batch, error)
 	BatchesOfImport(ctx context.Context, importID int64) ([]ledger.Batch, error)
+	AnySuperseded(ctx context.Context, batchIDs []int64) (bool, error)
 	Items(ctx context.Context, batchID int64) ([]ledger.Item, error)
 }
 
@@ -49,7 +50,21 @@ func RevertTargetOf(ctx context.Context, l RevertLedger, batchID, importID int64
 		// Its replays (and re-drives) are recorded as imports of their
 		// own: reverting the import reverts them too.
 		bs, err := l.BatchesOfImport(ctx, importID)
-		return RevertTarget{Batches: bs}, err
+		if err != nil {
+			return RevertTarget{}, err
+		}
+		// A pay part of it replaced by a correction unit (a correction,
+		// a merge or a cutoff that joined its aggregate with other
+		// entries): its entries are paid through other batches now, so
+		// they are reverted wherever they are, as a message's are.
+		ids := make([]int64, len(bs))
+		for i, b := range bs {
+			ids[i] = b.ID
+		}
+		if moved, err := l.AnySuperseded(ctx, ids); err != nil || moved {
+			return RevertTarget{Scope: &ledger.Scope{SourceID: importID}}, err
+		}
+		return RevertTarget{Batches: bs}, nil
 	}
 	if _, err := l.Batch(ctx, batchID); err != nil {
 		return RevertTarget{}, err

@@ -71,7 +71,7 @@ func (c *Corrector) RevertScope(ctx context.Context, sc ledger.Scope, dryRun boo
 			res.Spanning++
 			for _, le := range p.Entries {
 				if !in[le.Row] && !slices.ContainsFunc(spanning, func(pc ledger.PendingCorrection) bool { return pc.Entry == le.Row }) {
-					spanning = append(spanning, ledger.PendingCorrection{Entry: le.Row, New: le.Entry, Old: le.Entry, Hash: "revert", OldHash: le.Hash})
+					spanning = append(spanning, ledger.PendingCorrection{Entry: le.Row, New: le.Entry, Old: le.Entry, Hash: "revert", OldHash: le.Hash, Held: le.Held})
 				}
 			}
 			continue
@@ -113,7 +113,7 @@ func (c *Corrector) RevertScope(ctx context.Context, sc ledger.Scope, dryRun boo
 			if res.Unit.Status == nil {
 				res.Unit.Status = map[int64]ledger.NewEntryStatus{}
 			}
-			res.Unit.Pending = append(res.Unit.Pending, ledger.PendingCorrection{Entry: le.Row, OldHash: le.Hash})
+			res.Unit.Pending = append(res.Unit.Pending, ledger.PendingCorrection{Entry: le.Row, OldHash: le.Hash, Held: le.Held})
 			res.Unit.Status[le.Row] = ledger.NewEntryStatus{Status: paysync.EntryMapped}
 		}
 	}
@@ -144,7 +144,7 @@ func (c *Corrector) ReplayScope(ctx context.Context, sc ledger.Scope, dryRun boo
 	pcs := make([]ledger.PendingCorrection, len(entries))
 	for i, le := range entries {
 		// As stored, mapped again: no correction row (ID 0).
-		pcs[i] = ledger.PendingCorrection{Entry: le.Row, New: le.Entry, Old: le.Entry, Hash: "replay", OldHash: le.Hash}
+		pcs[i] = ledger.PendingCorrection{Entry: le.Row, New: le.Entry, Old: le.Entry, Hash: "replay", OldHash: le.Hash, Held: le.Held}
 	}
 	p, err := c.plan(ctx, 0, pcs, closed, nil)
 	if err != nil {
@@ -271,7 +271,7 @@ func (c *Corrector) Cutoff(ctx context.Context, dryRun bool) (CutoffResult, erro
 		}
 		pcs := make([]ledger.PendingCorrection, len(entries))
 		for i, le := range entries {
-			pcs[i] = ledger.PendingCorrection{Entry: le.Row, New: le.Entry, Old: le.Entry, Hash: "cutoff", OldHash: le.Hash}
+			pcs[i] = ledger.PendingCorrection{Entry: le.Row, New: le.Entry, Old: le.Entry, Hash: "cutoff", OldHash: le.Hash, Held: le.Held}
 		}
 		plan, err := c.plan(ctx, 0, pcs, nil, nil)
 		if err != nil {
@@ -502,7 +502,7 @@ func (c *Corrector) mergeUnit(ctx context.Context, company string, p paysync.Per
 		if !in[le.Row] {
 			in[le.Row] = true
 			// As stored, planned again: no correction row (ID 0).
-			pcs = append(pcs, ledger.PendingCorrection{Entry: le.Row, New: le.Entry, Old: le.Entry, Hash: "merge", OldHash: le.Hash})
+			pcs = append(pcs, ledger.PendingCorrection{Entry: le.Row, New: le.Entry, Old: le.Entry, Hash: "merge", OldHash: le.Hash, Held: le.Held})
 		}
 	}
 	heldRow := map[int64]bool{}
