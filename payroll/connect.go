@@ -95,7 +95,7 @@ func (c ConnectConfig) CodeToToken(ctx context.Context, code string) (*oauth2.To
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.hc().Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("code2token: %w", err)
+		return nil, fmt.Errorf("code2token: %w", withoutURL(err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -136,7 +136,7 @@ func (c ConnectConfig) Revoke(ctx context.Context, refreshToken string) error {
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err := c.hc().Do(req)
 	if err != nil {
-		return fmt.Errorf("revoke: %w", err)
+		return fmt.Errorf("revoke: %w", withoutURL(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -161,6 +161,18 @@ func oauthErr(err error) error {
 		if re.Response != nil {
 			return fmt.Errorf("token endpoint answered HTTP %d", re.Response.StatusCode)
 		}
+	}
+	return withoutURL(err)
+}
+
+// withoutURL is a transport error without the URL a *url.Error names:
+// code2token's path carries the marketplace code, redeemable for the
+// final refresh token, and these errors are printed on stderr and on the
+// browser's page.
+func withoutURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Err != nil {
+		return ue.Err
 	}
 	return err
 }

@@ -23,9 +23,10 @@ import (
 // the first connection that answers.
 //
 // A connection whose refresh token was refused (invalid_grant) pauses its
-// companies only: Paused says so, and the router looks for a newer
-// connection (paysync connect again) in the store every ReloadEvery while
-// a company waits.
+// companies only: Paused says so. Paused reads the store again at most
+// every ReloadEvery, so that a connection connected again, replaced or
+// removed (paysync connect, disconnect) is followed while the daemon runs;
+// a call whose connection's token is gone from the store reloads at once.
 type Router struct {
 	cfg RouterConfig
 
@@ -38,7 +39,11 @@ type Router struct {
 
 // RouteInfo is a stored connection as the router needs it.
 type RouteInfo struct {
-	ID        string
+	ID string
+	// Key tells connections stored under the same ID apart (e.g. its
+	// creation time): a route whose Key changed is a new connection and
+	// gets a new client.
+	Key       string
 	Companies []string
 	State     ConnState // as last recorded ("" = active)
 }
@@ -66,8 +71,8 @@ type RouterConfig struct {
 }
 
 type route struct {
-	id        string
-	companies []string
+	id, key   string
+	companies []string // written and read under Router.mu
 	cl        *Client
 
 	mu     sync.Mutex
@@ -91,7 +96,10 @@ func NewRouter(ctx context.Context, cfg RouterConfig) (*Router, error) {
 }
 
 // Reload reads the connections again: a connection it already holds keeps
-// its client (and token source); a new one gets its own.
+// its client (and token source); a new one gets its own, and so does one
+// stored again under the same ID (its Key changed, or it was seen revoked
+// while the store does not record it so: its token was replaced). The
+// routes of connections no longer stored are dropped.
 func (r *Router) Reload(ctx context.Context) error {
 	infos, err := r.cfg.Load(ctx)
 	r.mu.Lock()
@@ -109,6 +117,9 @@ func (r *Router) Reload(ctx context.Context) error {
 	byCo := map[string]*route{}
 	for _, in := range infos {
 		rt := old[in.ID]
+		if rt != nil && (rt.key != in.Key || (in.State != ConnRevoked && rt.revoked())) {
+			rt = nil
+		}
 		if rt == nil {
 			cl, err := r.cfg.Client(in.ID)
 			if err != nil {
@@ -118,7 +129,7 @@ func (r *Router) Reload(ctx context.Context) error {
 			if st == "" {
 				st = ConnActive
 			}
-			rt = &route{id: in.ID, cl: cl, state: st}
+			rt = &route{id: in.ID, key: in.Key, cl: cl, state: st}
 		}
 		rt.companies = slices.Clone(in.Companies)
 		routes = append(routes, rt)
@@ -154,18 +165,12 @@ func (rt *route) revoked() bool {
 }
 
 // Paused says why company's calls wait (nil: they go): its connection was
-// revoked, or no connection (and no configured token) serves it. It looks
-// for a newer connection in the store at most every ReloadEvery.
+// revoked, or no connection (and no configured token) serves it. It reads
+// the store again at most every ReloadEvery (connections connected again,
+// replaced or removed meanwhile).
 func (r *Router) Paused(ctx context.Context, company string) error {
-	rt := r.routeOf(company)
-	switch {
-	case rt == nil && r.cfg.Default != nil:
-		return nil // the configured token's: it pauses everything, as before
-	case rt != nil && !rt.revoked():
-		return nil
-	}
 	r.maybeReload(ctx)
-	rt = r.routeOf(company)
+	rt := r.routeOf(company)
 	switch {
 	case rt == nil && r.cfg.Default == nil:
 		return fmt.Errorf("no payroll connection serves company %s: run paysync connect", company)
@@ -184,6 +189,30 @@ func (r *Router) clientFor(op, company string) (*Client, *route, error) {
 		return r.cfg.Default, nil, nil
 	}
 	return nil, nil, &Error{Op: op, Class: Revoked, Index: -1, Reason: "no payroll connection serves company " + company + " (paysync connect)", Err: ErrRevoked}
+}
+
+// call runs fn on company's client. A connection's client whose token is
+// gone from the store (the connection was replaced or removed: paysync
+// connect, disconnect) sent nothing: the router reloads and runs fn once
+// more on what serves the company now (a newer connection, Default); when
+// that is the same connection still, the company waits as revoked (an
+// operator must connect it again), never a failed call.
+func (r *Router) call(ctx context.Context, op, company string, fn func(*Client) error) error {
+	cl, rt, err := r.clientFor(op, company)
+	if err != nil {
+		return err
+	}
+	err = fn(cl)
+	if rt != nil && errors.Is(err, ErrNoRefreshToken) && ClassOf(err) == NotApplied {
+		_ = r.Reload(ctx) // a failed load keeps the old routes
+		if now := r.routeOf(company); now == rt {
+			err = &Error{Op: op, Class: Revoked, Index: -1, Reason: "the payroll connection of company " + company + " has no stored token (disconnected?): run paysync connect for it", Err: ErrRevoked}
+		} else if cl, rt, err = r.clientFor(op, company); err == nil {
+			err = fn(cl)
+		}
+	}
+	r.observe(rt, err)
+	return err
 }
 
 // observe records the state a call's outcome shows of its connection.
@@ -255,16 +284,20 @@ type RouteStatus struct {
 func (r *Router) Status() []RouteStatus {
 	r.mu.Lock()
 	routes := slices.Clone(r.routes)
+	companies := make([][]string, len(routes))
+	for i, rt := range routes {
+		companies[i] = slices.Clone(rt.companies) // Reload rewrites them under r.mu
+	}
 	r.mu.Unlock()
 	out := make([]RouteStatus, 0, len(routes))
-	for _, rt := range routes {
+	for i, rt := range routes {
 		rt.mu.Lock()
 		st, reason := rt.state, rt.reason
 		rt.mu.Unlock()
 		if st != ConnRevoked && rt.cl.Tokens().Revoked() {
 			st = ConnRevoked
 		}
-		out = append(out, RouteStatus{ID: rt.id, Companies: slices.Clone(rt.companies), State: st, Reason: reason})
+		out = append(out, RouteStatus{ID: rt.id, Companies: companies[i], State: st, Reason: reason})
 	}
 	return out
 }
@@ -298,43 +331,35 @@ func (r *Router) Up() map[string]bool {
 
 // ---- the calls ----
 
-func (r *Router) CreatePayParts(ctx context.Context, companyID string, items []paysync.PayPartInput) ([]paysync.PayPart, error) {
-	cl, rt, err := r.clientFor("CreatePayParts", companyID)
-	if err != nil {
-		return nil, err
-	}
-	out, err := cl.CreatePayParts(ctx, companyID, items)
-	r.observe(rt, err)
+func (r *Router) CreatePayParts(ctx context.Context, companyID string, items []paysync.PayPartInput) (out []paysync.PayPart, err error) {
+	err = r.call(ctx, "CreatePayParts", companyID, func(cl *Client) (err error) {
+		out, err = cl.CreatePayParts(ctx, companyID, items)
+		return err
+	})
 	return out, err
 }
 
-func (r *Router) DeletePayParts(ctx context.Context, companyID string, ids []string) (DeleteResult, error) {
-	cl, rt, err := r.clientFor("DeletePayParts", companyID)
-	if err != nil {
-		return DeleteResult{}, err
-	}
-	out, err := cl.DeletePayParts(ctx, companyID, ids)
-	r.observe(rt, err)
+func (r *Router) DeletePayParts(ctx context.Context, companyID string, ids []string) (out DeleteResult, err error) {
+	err = r.call(ctx, "DeletePayParts", companyID, func(cl *Client) (err error) {
+		out, err = cl.DeletePayParts(ctx, companyID, ids)
+		return err
+	})
 	return out, err
 }
 
-func (r *Router) PayParts(ctx context.Context, companyID string) ([]paysync.PayPart, error) {
-	cl, rt, err := r.clientFor("PayParts", companyID)
-	if err != nil {
-		return nil, err
-	}
-	out, err := cl.PayParts(ctx, companyID)
-	r.observe(rt, err)
+func (r *Router) PayParts(ctx context.Context, companyID string) (out []paysync.PayPart, err error) {
+	err = r.call(ctx, "PayParts", companyID, func(cl *Client) (err error) {
+		out, err = cl.PayParts(ctx, companyID)
+		return err
+	})
 	return out, err
 }
 
-func (r *Router) Employees(ctx context.Context, companyID string, employeeIDs []string) ([]paysync.Employee, error) {
-	cl, rt, err := r.clientFor("Employees", companyID)
-	if err != nil {
-		return nil, err
-	}
-	out, err := cl.Employees(ctx, companyID, employeeIDs)
-	r.observe(rt, err)
+func (r *Router) Employees(ctx context.Context, companyID string, employeeIDs []string) (out []paysync.Employee, err error) {
+	err = r.call(ctx, "Employees", companyID, func(cl *Client) (err error) {
+		out, err = cl.Employees(ctx, companyID, employeeIDs)
+		return err
+	})
 	return out, err
 }
 

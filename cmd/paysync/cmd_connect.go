@@ -174,7 +174,7 @@ func (s *session) connectionRouter(ctx context.Context, log *slog.Logger) (*payr
 			}
 			out := make([]payroll.RouteInfo, len(cs))
 			for i, c := range cs {
-				out[i] = payroll.RouteInfo{ID: c.Credential, State: payroll.ConnState(c.State)}
+				out[i] = payroll.RouteInfo{ID: c.Credential, Key: c.CreatedAt.Format(time.RFC3339Nano), State: payroll.ConnState(c.State)}
 				for _, cc := range c.Companies {
 					out[i].Companies = append(out[i].Companies, cc.ID)
 				}
@@ -287,10 +287,37 @@ type connectFlow struct {
 	done  chan error // the flow's end: nil once the connection is stored
 	once  sync.Once
 
+	mu                  sync.Mutex
+	called, wasSelected bool // the step's first valid hit claimed it
+
 	connected, fingerprint string
 }
 
 func (f *connectFlow) finish(err error) { f.once.Do(func() { f.done <- err }) }
+
+// claim reports whether this hit is the first to claim the step: a browser
+// may hit the callback again (a reload, a prefetch, a double click) while
+// the flow goes on, and the authorization and select-company codes are
+// single-use: a later hit must not end the flow.
+func (f *connectFlow) claim(step *bool) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if *step {
+		return false
+	}
+	*step = true
+	return true
+}
+
+// inProgress answers a step's later hits.
+func inProgress(w http.ResponseWriter) {
+	page(w, http.StatusConflict, "paysync: this connect is already in progress; continue in the tab where it started.")
+}
+
+// connectStoreTimeout bounds code2token and storing its tokens: they run
+// detached from the browser's request, so that a tab closed meanwhile
+// cannot leave an issued token neither stored nor revoked.
+const connectStoreTimeout = 2 * time.Minute
 
 var connectPage = template.Must(template.New("p").Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>paysync</title></head><body><p>{{.}}</p></body></html>
@@ -317,6 +344,10 @@ func (f *connectFlow) callback(w http.ResponseWriter, r *http.Request) {
 		f.finish(fmt.Errorf("authorization refused: %s %s", e, q.Get("error_description")))
 		return
 	}
+	if !f.claim(&f.called) {
+		inProgress(w)
+		return
+	}
 	tok, err := f.cc.Exchange(r.Context(), q.Get("code"), f.base+"/callback")
 	if err != nil {
 		page(w, http.StatusBadGateway, "paysync: "+err.Error())
@@ -341,7 +372,12 @@ func (f *connectFlow) selected(w http.ResponseWriter, r *http.Request) {
 		f.finish(errors.New("select-company answered without company_id or code"))
 		return
 	}
-	ctx := r.Context()
+	if !f.claim(&f.wasSelected) {
+		inProgress(w)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), connectStoreTimeout)
+	defer cancel()
 	tok, err := f.cc.CodeToToken(ctx, q.Get("code"))
 	if err != nil {
 		page(w, http.StatusBadGateway, "paysync: "+err.Error())
@@ -368,6 +404,9 @@ func (f *connectFlow) selected(w http.ResponseWriter, r *http.Request) {
 	st, _ := mem.Load(ctx)
 	c, replaced, err := f.led.AddConnection(ctx, companies, st.RefreshToken, st.AccessToken, st.Issued, st.Expiry)
 	if err != nil {
+		if rerr := f.cc.Revoke(ctx, st.RefreshToken); rerr != nil { // not kept: not left working either
+			f.log.Warn("connect: could not revoke the token that was not stored", "err", rerr)
+		}
 		page(w, http.StatusInternalServerError, "paysync: could not store the connection: "+err.Error())
 		f.finish(err)
 		return

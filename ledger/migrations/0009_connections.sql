@@ -7,7 +7,7 @@
 -- endpoint refused the refresh token: invalid_grant) or failing (the
 -- refresh failed otherwise).
 CREATE TABLE IF NOT EXISTS connections (
-  id            INTEGER PRIMARY KEY,
+  id            INTEGER PRIMARY KEY AUTOINCREMENT, -- never reused: a new connection never gets the id (or credential name) of a removed one
   credential    TEXT    NOT NULL UNIQUE,
   created_at    TEXT    NOT NULL,
   state         TEXT    NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'revoked', 'failing')),
