@@ -374,12 +374,16 @@ func (l *Ledger) CutoffEntries(ctx context.Context, p paysync.Period, withPaid b
 	return out, nil
 }
 
+// oldestHeld reads the oldest held entries through the partial index
+// entries_held_id (in id order, held entries only), so that it is a short
+// read however large the ledger, and the backlog beyond its limit is not
+// read.
+const oldestHeld = `SELECT id FROM entries WHERE note = ? AND status = 'mapped' ORDER BY id LIMIT ?`
+
 // HeldEntries returns up to limit held entries, oldest first: what a merge
 // (PAYSYNC_SEND=immediate with aggregation) plans next.
 func (l *Ledger) HeldEntries(ctx context.Context, limit int) ([]LiveEntry, error) {
-	// The partial index entries_held keeps this a short read however large
-	// the ledger, and the backlog beyond limit is not read.
-	out, err := l.liveEntries(ctx, `e.id IN (SELECT id FROM entries WHERE note = ? AND status = 'mapped' ORDER BY id LIMIT ?)`, HeldNote, limit)
+	out, err := l.liveEntries(ctx, `e.id IN (`+oldestHeld+`)`, HeldNote, limit)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: held entries: %w", err)
 	}

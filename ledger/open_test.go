@@ -446,7 +446,7 @@ func TestLedger_OpenFailsLeavingNothing(t *testing.T) {
 }
 
 // latestVersion is the schema version of the newest migration.
-const latestVersion = 11 // 0008 the console's audit log, 0009 payroll connections, 0010 imports taken again, 0011 why a correction waits
+const latestVersion = 12 // 0008 the console's audit log, 0009 payroll connections, 0010 imports taken again, 0011 why a correction waits, 0012 held entries in id order
 
 // TestLedger_OpenSameNewLedgerAtOnce: processes that open the same new
 // ledger at the same moment (a daemon starting while an operator runs
