@@ -718,6 +718,12 @@ func (l *Ledger) RejectCorrection(ctx context.Context, p PendingCorrection, r Ne
 func (l *Ledger) BeginSupersedeDelete(ctx context.Context, batchID int64, items int) (int64, error) {
 	var id int64
 	err := l.tx(ctx, "begin supersede delete", func(tx *sql.Tx) error {
+		// A period closed since the plan: its pay parts there stay.
+		if changed, err := freeze(ctx, tx, l.ts(), `0 AND ? IS NULL`, `batch_id = ? AND superseded_by IS NOT NULL`, nil, batchID); err != nil {
+			return err
+		} else if changed {
+			return ErrBatchChanged
+		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO attempts (batch_id, op, items, started_at) VALUES (?, 'delete', ?, ?)`, batchID, items, l.ts())
 		if err != nil {
 			return err

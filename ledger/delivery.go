@@ -168,6 +168,11 @@ func (l *Ledger) BeginAttempt(ctx context.Context, batchID int64, op paysync.Att
 
 func beginAttempt(ctx context.Context, tx *sql.Tx, batchID int64, op paysync.AttemptOp, items int, now string) (int64, error) {
 	if op == paysync.AttemptCreate {
+		// A period closed since the batch was planned: what it would send
+		// there is not sent (the sender reads the batch again).
+		if _, err := freezeBatch(ctx, tx, now, batchID); err != nil {
+			return 0, err
+		}
 		// The sender read the items before: a correction may have taken
 		// one out of the batch since (never to be sent).
 		var pending int

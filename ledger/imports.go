@@ -346,14 +346,17 @@ const takeAgain = `ON CONFLICT (entry_id) DO UPDATE SET source_id = excluded.sou
 		data = excluded.data, status = excluded.status, note = excluded.note, origin = excluded.origin, entry_date = excluded.entry_date
 	WHERE entries.status <> 'mapped' OR (entries.source_id <> excluded.source_id AND NOT ` + liveEntryOf + `)`
 
-// liveEntry is whether entry e has a live pay part (pending or created,
-// not replaced by a correction).
-const liveEntry = `EXISTS (SELECT 1 FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id
-	WHERE pe.entry_id = e.id AND p.state IN ('pending', 'created') AND p.superseded_by IS NULL)`
+// liveEntry is whether entry e counts in the desired state, or is on its
+// way there: held (not yet taken in), a line of it counts, or (an entry
+// from before the desired state, not yet taken in) it has a live pay part.
+const liveEntry = `(e.note = 'held' OR EXISTS (SELECT 1 FROM versions v JOIN lines l ON l.version = v.id WHERE v.entry = e.id AND l.counts = 1)
+	OR (e.legacy = 1 AND EXISTS (SELECT 1 FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id
+		WHERE pe.entry_id = e.id AND p.state IN ('pending', 'created') AND p.superseded_by IS NULL)))`
 
 // liveEntryOf is liveEntry in an upsert of entries.
-const liveEntryOf = `EXISTS (SELECT 1 FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id
-	WHERE pe.entry_id = entries.id AND p.state IN ('pending', 'created') AND p.superseded_by IS NULL)`
+const liveEntryOf = `(entries.note = 'held' OR EXISTS (SELECT 1 FROM versions v JOIN lines l ON l.version = v.id WHERE v.entry = entries.id AND l.counts = 1)
+	OR (entries.legacy = 1 AND EXISTS (SELECT 1 FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id
+		WHERE pe.entry_id = entries.id AND p.state IN ('pending', 'created') AND p.superseded_by IS NULL)))`
 
 // payPartCols are a pay part's columns as intake stores them.
 const payPartCols = `batch_id, seq, company_id, employee_id, employee_name, code, units, rate, amount, description, rule, state, updated_at`

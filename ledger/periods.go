@@ -66,7 +66,12 @@ func (l *Ledger) ReopenPeriod(ctx context.Context, p paysync.Period) (bool, erro
 		if err != nil {
 			return err
 		}
-		n, err = res.RowsAffected()
+		if n, err = res.RowsAffected(); err != nil || n == 0 {
+			return err
+		}
+		// Its groups catch up with their desired state at the next reconcile.
+		_, err = tx.ExecContext(ctx, `UPDATE groups SET dirty = 1 WHERE first_day <= ? AND last_day >= ?`,
+			p.Last().Format(time.DateOnly), p.First().Format(time.DateOnly))
 		return err
 	})
 	return n == 1, err

@@ -194,3 +194,39 @@ func (p *Planner) operand(s *Source, pp paysync.PlannedPayPart, g *group) decima
 	}
 	return decimal.NullDecimal{}
 }
+
+// GroupTotals is what a group of lines sums (company × employee × code ×
+// rate × period), as the ledger keeps it: the exact sums of the lines that
+// count.
+type GroupTotals struct {
+	CompanyID, EmployeeID, EmployeeName, Code, Description string
+	Rule                                                  string // the rule of its first line
+	Rate                                                  decimal.NullDecimal
+	FromHours                                             bool
+	Seconds, Units, Amount                                decimal.NullDecimal
+	Lines                                                 int
+}
+
+// Finish computes the pay part a group's totals make, rounded once (hours
+// from exact seconds, an amount product of the rule on the totals), or the
+// problems that keep it from being sent: the same finish a planner gives.
+func Finish(rules *Rules, wire WireChecker, t GroupTotals) (paysync.PlannedPayPart, []error) {
+	p := NewPlanner(rules, wire)
+	l := Line{CompanyID: t.CompanyID, EmployeeID: t.EmployeeID, EmployeeName: t.EmployeeName, Code: t.Code,
+		Description: t.Description, Rule: t.Rule, UnitsFromHours: t.FromHours, Rate: t.Rate}
+	for i := range p.rules.Rules {
+		if r := &p.rules.Rules[i]; r.Name == t.Rule && r.Amount != nil && r.Amount.Kind == FromProduct {
+			l.AmountProduct = r.Amount
+		}
+	}
+	g := &group{line: l, hours: paysync.Hours{Seconds: t.Seconds.Decimal, Valid: t.Seconds.Valid}, units: t.Units, amt: t.Amount, n: t.Lines}
+	if t.FromHours && !t.Seconds.Valid {
+		g.hours = paysync.Hours{Valid: true}
+	}
+	return p.finish(g)
+}
+
+// PeriodOf is the pay period a line's date falls in under the rules.
+func (r *Rules) PeriodOf(date string) (paysync.Period, error) {
+	return paysync.PeriodOf(cmp.Or(r.Period, paysync.PeriodMonth), date)
+}

@@ -23,7 +23,7 @@ type DaemonLedger interface {
 	PipelineLedger
 	ImportLedger
 	MessageLedger
-	CorrectionLedger
+	ReconcileLedger
 	CompaniesWithWork(ctx context.Context) ([]string, error)
 	Probe(ctx context.Context, full bool) paysync.Check
 }
@@ -114,7 +114,7 @@ type Daemon struct {
 	pipe   *Pipeline
 	im     *Importer
 	mi     *MessageImporter
-	corr   *Corrector // applies corrections before each look of the sending loop
+	rec    *Reconciler // takes what intake recorded into the desired state and plans it
 	in     InboxSource
 	src    MessageSource
 	status *startupStatus
@@ -154,12 +154,17 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 		startDone: make(chan struct{}),
 	}
 	d.pipe = &Pipeline{L: cfg.Ledger, D: cfg.Deliverer, Linger: cfg.Linger, InFlight: cfg.InFlight, Log: cfg.Logger, Now: cfg.Now}
-	d.corr = &Corrector{L: cfg.Ledger, Rules: cfg.Rules, BatchSize: cfg.BatchSize}
+	d.rec = &Reconciler{L: cfg.Ledger, Rules: cfg.Rules, BatchSize: cfg.BatchSize, Log: cfg.Logger}
 	d.pipe.Correct = func(ctx context.Context) (int, error) {
-		if d.corr.Mapper == nil { // not before the start-up reads
+		if d.rec.Mapper == nil { // not before the start-up reads
 			return 0, nil
 		}
-		return d.corr.Run(ctx)
+		if cfg.Cutoff != nil {
+			// Planned only at the cutoff; taken into the desired state now.
+			return d.rec.Absorb(ctx)
+		}
+		bs, err := d.rec.Apply(ctx, 0)
+		return len(bs), err
 	}
 	d.pipe.Init()
 	if cfg.Inbox != nil {
@@ -174,13 +179,11 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 	if cfg.Cutoff != nil {
 		d.pipe.CutoffAt = cfg.Cutoff
 		d.pipe.Cutoff = func(ctx context.Context) error {
-			if d.corr.Mapper == nil {
+			if d.rec.Mapper == nil {
 				return errors.New("not started: waiting for payroll")
 			}
-			res, err := d.corr.Cutoff(ctx, false)
-			for _, p := range res.Periods {
-				d.log.Info("cutoff", "pay_parts_replaced", len(p.Unit.Supersede), "pay_parts_created", len(p.Unit.PayParts), "batches", len(p.Batches))
-			}
+			bs, err := d.rec.Apply(ctx, 0)
+			d.log.Info("cutoff", "batches", len(bs))
 			return err
 		}
 	}
@@ -191,27 +194,17 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 		// (debounced by the pipeline), so that one company × employee ×
 		// code × rate × period is one pay part, as for a file.
 		d.pipe.Merge = func(ctx context.Context) (bool, error) {
-			if d.corr.Mapper == nil {
+			if d.rec.Mapper == nil {
 				return true, errors.New("not started: waiting for payroll")
 			}
-			res, err := d.corr.Merge(ctx)
-			for _, u := range res.Units {
-				if len(u.Unit.Supersede)+len(u.Unit.PayParts) > 0 {
-					d.log.Debug("merge", "pay_parts_replaced", len(u.Unit.Supersede), "pay_parts_created", len(u.Unit.PayParts), "batches", len(u.Batches))
-				}
-			}
-			for _, prob := range res.Problems {
-				// Held until the rules (or the entry) are fixed; the next
-				// entry held tries again.
-				d.log.Warn("held entries not merged", "err", prob)
-			}
-			return res.More || res.Busy, err
+			_, err := d.rec.Apply(ctx, 0)
+			return false, err
 		}
 		d.pipe.Held() // an earlier run may have left entries held
 		wake = func() { d.pipe.Held(); d.pipe.Wake() }
 	}
 	if cfg.NATS != nil {
-		d.mi = &MessageImporter{L: cfg.Ledger, Rules: cfg.Rules, BatchSize: cfg.BatchSize, Hold: cfg.Cutoff != nil || merge, Read: cfg.Read}
+		d.mi = &MessageImporter{L: cfg.Ledger, Rules: cfg.Rules, BatchSize: cfg.BatchSize, Read: cfg.Read}
 		src, err := cfg.NATS(&MessageSink{mi: d.mi, wake: wake, observe: cfg.Observe})
 		if err != nil {
 			return nil, err
@@ -247,7 +240,7 @@ func (d *Daemon) readMapper(ctx context.Context, w *payroll.Waiter, step func(st
 }
 
 func (d *Daemon) setMapper(mapper *mapping.Mapper, wire mapping.WireChecker) {
-	d.corr.Mapper, d.corr.Wire = mapper, wire
+	d.rec.Mapper, d.rec.Wire = mapper, wire
 	if d.im != nil {
 		d.im.Mapper, d.im.Wire = mapper, wire
 	}

@@ -45,6 +45,7 @@ type Ledger interface {
 	InterruptAttempts(ctx context.Context) error
 	SupersededBy(ctx context.Context, unit int64, company string) (map[int64][]ledger.Item, []int64, error)
 	BeginSupersedeDelete(ctx context.Context, batchID int64, items int) (int64, error)
+	FreezeUnit(ctx context.Context, unit int64) error
 }
 
 var _ Ledger = (*ledger.Ledger)(nil)

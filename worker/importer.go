@@ -17,15 +17,15 @@ type ImportLedger interface {
 	SourceByHash(ctx context.Context, hash string) (ledger.Source, bool, error)
 	BeginImport(ctx context.Context, in ledger.StreamImport) (*ledger.StagedImport, error)
 	OpenBatches(ctx context.Context, sourceID int64) ([]ledger.Batch, error)
-	CorrectionLedger
+	ReconcileLedger
 }
 
 var _ ImportLedger = (*ledger.Ledger)(nil)
 
-// Corrector is the corrector of the importer's corrections (same ledger,
-// mapper and rules).
-func (im *Importer) Corrector() *Corrector {
-	return &Corrector{L: im.L, Mapper: im.Mapper, Rules: im.Rules, Wire: im.Wire, BatchSize: im.BatchSize}
+// Reconciler is the reconciler of the importer's ledger (same mapper and
+// rules).
+func (im *Importer) Reconciler() *Reconciler {
+	return &Reconciler{L: im.L, Mapper: im.Mapper, Rules: im.Rules, Wire: im.Wire, BatchSize: im.BatchSize}
 }
 
 // Importer turns a source's payload into committed intent and delivers it.
@@ -125,28 +125,6 @@ func (im *Importer) ImportFrom(ctx context.Context, kind paysync.SourceKind, nam
 	return rep, err
 }
 
-// previewCorrections fills a preview's Delta: what the import's
-// corrections (and a period statement's removals) would replace.
-func (im *Importer) previewCorrections(ctx context.Context, st *ledger.StagedImport, rep *Report) error {
-	pcs, err := st.PreviewCorrections()
-	if err != nil || len(pcs) == 0 {
-		return err
-	}
-	rep.Removed = 0
-	for _, pc := range pcs {
-		if pc.New.Deleted && pc.New.Line == 0 {
-			rep.Removed++
-		}
-	}
-	unit, probs, err := im.Corrector().Preview(ctx, pcs)
-	if err != nil {
-		return err
-	}
-	rep.Delta = &Delta{Replaced: unit.Supersede, Created: unit.PayParts}
-	rep.Problems = append(rep.Problems, probs...)
-	return nil
-}
-
 // Delta is what an import's corrections would change in payroll (a
 // preview): the pay parts replaced, and those created instead.
 type Delta struct {
@@ -163,7 +141,7 @@ func (im *Importer) applyCorrections(ctx context.Context, rep Report) error {
 	if rep.ImportID == 0 {
 		return nil
 	}
-	_, err := im.Corrector().Run(ctx)
+	_, err := im.Reconciler().Apply(ctx, rep.ImportID)
 	return err
 }
 
@@ -271,6 +249,9 @@ func (im *Importer) stream(ctx context.Context, kind paysync.SourceKind, name st
 	}
 	s := newSourceIntake(entryStep{mapper: im.Mapper, name: name, unit: "file", fix: "the export", closed: closed}, st,
 		im.Rules, im.Wire, &rep, im.AllOrNothing, im.MaxProblems)
+	// Committed entries are held: the reconciler takes them into the
+	// desired state and plans their groups. A dry run plans them here.
+	s.hold = preview == nil
 	in := &teeInput{r: r, w: st}
 	rd, format, err := mapping.NewReader(name, in, im.Read)
 	if err := in.failed(name); err != nil {
@@ -307,9 +288,6 @@ func (im *Importer) stream(ctx context.Context, kind paysync.SourceKind, name st
 		}
 		if rejected {
 			return rep, nil
-		}
-		if err := im.previewCorrections(ctx, st, &rep); err != nil {
-			return rep, err
 		}
 		return rep, st.PayParts(preview)
 	}

@@ -33,9 +33,6 @@ type MessageImporter struct {
 	Rules     *mapping.Rules
 	Wire      mapping.WireChecker
 	BatchSize int
-	// Hold records mapped entries as held, with no pay parts, for the
-	// cutoff (PAYSYNC_SEND=cutoff) to plan per period.
-	Hold bool
 	// Read are the reader settings (mapping.EffectiveReadOptions), read
 	// with the format JSON: the time zone of "start" timestamps, the
 	// encoding.
@@ -186,7 +183,8 @@ func (mi *MessageImporter) read(ctx context.Context, m Message, rep *Report) *ms
 	step := entryStep{mapper: mi.Mapper, company: m.Company, name: m.Name, unit: "message", fix: "the publisher", origin: m.Origin}
 	// A message is all or nothing: one with any problem is refused.
 	r.s = newSourceIntake(step, r.in, mi.Rules, mi.Wire, rep, true, 0)
-	r.s.hold = mi.Hold
+	_, preview := mi.L.(previewLedger)
+	r.s.hold = !preview // committed entries are held for the reconciler; a preview plans them here
 	opts := mi.Read
 	opts.Format = mapping.FormatJSON // the rules' read: {json: ...} block applies
 	rd, _, err := mapping.NewReader(m.Name, bytes.NewReader(m.Payload), opts)

@@ -10,201 +10,137 @@ import (
 	"github.com/paysync/paysync/payroll"
 )
 
-// An operator's revert of a batch or an import, as `paysync revert` and
-// the console both do it: resolve what it deletes, show what payroll
-// still holds of it (PreviewRevert), then Deliverer.Recover and
-// Deliverer.Revert.
+// Operations are what an operator does to payroll's desired state, as
+// `paysync revert`/`replay`, the console and the daemon all do it: each
+// changes the desired state in one transaction, then the one reconciler
+// plans and applies the difference. Revert is undo, replay is redo:
+//
+//   - an import (a file or a NATS message): its versions stop counting (each
+//     entry falls back to its version before it) / count again, re-mapped
+//     under the current rules;
+//   - batches: the entries behind their pay parts are excluded until
+//     replayed (re-mapped) or listed again by a later import;
+//   - a period (of a company, or all): its entries likewise.
+//
+// Nothing of this changes a closed period.
+type Operations struct {
+	L OperationsLedger
+	R *Reconciler
+	// D sends what the reconcile recorded (nil: the daemon's sending loop
+	// does, e.g. the console inside paysync run).
+	D *Deliverer
+}
 
-// RevertLedger is what resolving and previewing a revert reads
-// (*ledger.Ledger).
-type RevertLedger interface {
+// OperationsLedger is what operations need of the ledger.
+type OperationsLedger interface {
+	ReconcileLedger
+	Revert(ctx context.Context, t ledger.Target) (int, error)
+	Replay(ctx context.Context, t ledger.Target) (int, error)
+	TargetEntries(ctx context.Context, t ledger.Target) (int, error)
 	Source(ctx context.Context, id int64) (ledger.Source, error)
 	Batch(ctx context.Context, id int64) (ledger.Batch, error)
 	Family(ctx context.Context, id int64) ([]ledger.Batch, error)
-	BatchesOfImport(ctx context.Context, importID int64) ([]ledger.Batch, error)
-	AnySuperseded(ctx context.Context, batchIDs []int64) (bool, error)
-	Items(ctx context.Context, batchID int64) ([]ledger.Item, error)
 }
 
-var _ RevertLedger = (*ledger.Ledger)(nil)
+var _ OperationsLedger = (*ledger.Ledger)(nil)
 
-// RevertTarget is what reverting a batch or an import deletes: batches
-// (with those split from them, and an import's replays), or, for a NATS
-// message, whose pay parts share batches with other messages', the pay
-// parts of its entries (Scope, for Corrector.RevertScope).
-type RevertTarget struct {
-	Batches []ledger.Batch
-	Scope   *ledger.Scope
+// Operation is a revert or a replay of a target.
+type Operation struct {
+	Replay bool
+	Target ledger.Target
 }
 
-// RevertTargetOf resolves batch batchID, or import importID (batchID 0).
-func RevertTargetOf(ctx context.Context, l RevertLedger, batchID, importID int64) (RevertTarget, error) {
-	if importID != 0 {
-		src, err := l.Source(ctx, importID)
-		if err != nil {
-			return RevertTarget{}, err
-		}
-		if src.Kind == paysync.SourceNATS {
-			return RevertTarget{Scope: &ledger.Scope{SourceID: importID}}, nil
-		}
-		// Its replays (and re-drives) are recorded as imports of their
-		// own: reverting the import reverts them too.
-		bs, err := l.BatchesOfImport(ctx, importID)
-		if err != nil {
-			return RevertTarget{}, err
-		}
-		// A pay part of it replaced by a correction unit (a correction,
-		// a merge or a cutoff that joined its aggregate with other
-		// entries): its entries are paid through other batches now, so
-		// they are reverted wherever they are, as a message's are.
-		ids := make([]int64, len(bs))
-		for i, b := range bs {
-			ids[i] = b.ID
-		}
-		if moved, err := l.AnySuperseded(ctx, ids); err != nil || moved {
-			return RevertTarget{Scope: &ledger.Scope{SourceID: importID}}, err
-		}
-		return RevertTarget{Batches: bs}, nil
+func (op Operation) String() string {
+	if op.Replay {
+		return "replay " + op.Target.String()
 	}
-	if _, err := l.Batch(ctx, batchID); err != nil {
-		return RevertTarget{}, err
-	}
-	bs, err := l.Family(ctx, batchID)
-	return RevertTarget{Batches: bs}, err
+	return "revert " + op.Target.String()
 }
 
-// RevertRow is one created pay part of a revert's batches, and whether
-// payroll still holds it (then the revert deletes it).
-type RevertRow struct {
-	ledger.Item
-	InPayroll bool
-}
-
-// Status says what the revert does with the pay part.
-func (r RevertRow) Status() string {
+// TargetOf resolves what batch batchID (with the batches split from it),
+// import importID or period (of company) names; it checks they exist.
+func TargetOf(ctx context.Context, l OperationsLedger, batchID, importID int64, period *paysync.Period, company string) (ledger.Target, error) {
 	switch {
-	case r.InPayroll:
-		return "yes: will be deleted"
-	case r.DeleteAttempt != 0:
-		return "gone (deleted by an interrupted revert)"
-	}
-	return "gone (deleted by hand)"
-}
-
-// RevertPreview is what reverting batches would delete.
-type RevertPreview struct {
-	Batches  []int64 // the batches reverted (split ones are their children)
-	Rows     []RevertRow
-	ToDelete int // rows payroll still holds
-}
-
-// PayPartsReader reads what payroll holds of a company (*payroll.Client).
-type PayPartsReader interface {
-	PayParts(ctx context.Context, companyID string) ([]paysync.PayPart, error)
-}
-
-// PreviewRevert reads the created pay parts of bs and, through w (one read
-// per company), which of them payroll still holds. It changes nothing.
-func PreviewRevert(ctx context.Context, l RevertLedger, w *payroll.Waiter, p PayPartsReader, bs []ledger.Batch) (RevertPreview, error) {
-	var pv RevertPreview
-	var items []ledger.Item
-	for _, b := range bs {
-		if b.State == paysync.BatchSplit {
-			continue
+	case importID != 0:
+		if _, err := l.Source(ctx, importID); err != nil {
+			return ledger.Target{}, err
 		}
-		pv.Batches = append(pv.Batches, b.ID)
-		its, err := l.Items(ctx, b.ID)
+		return ledger.Target{Import: importID}, nil
+	case batchID != 0:
+		if _, err := l.Batch(ctx, batchID); err != nil {
+			return ledger.Target{}, err
+		}
+		fam, err := l.Family(ctx, batchID)
 		if err != nil {
-			return pv, err
+			return ledger.Target{}, err
 		}
-		for _, it := range its {
-			if it.State == paysync.PartCreated {
-				items = append(items, it)
-			}
+		t := ledger.Target{}
+		for _, b := range fam {
+			t.Batches = append(t.Batches, b.ID)
 		}
+		return t, nil
+	case period != nil:
+		return ledger.Target{Period: period, Company: company}, nil
 	}
-	exists := map[string]bool{}
-	companies := map[string]bool{}
-	for _, it := range items {
-		if companies[it.CompanyID] {
-			continue
-		}
-		companies[it.CompanyID] = true
-		var pps []paysync.PayPart
-		err := w.Do(ctx, "the pay parts of company "+it.CompanyID, func(ctx context.Context) (err error) {
-			pps, err = p.PayParts(ctx, it.CompanyID)
-			return err
-		})
-		if err != nil {
-			return pv, err
-		}
-		for _, pp := range pps {
-			exists[pp.ID] = true
-		}
-	}
-	for _, it := range items {
-		r := RevertRow{Item: it, InPayroll: exists[it.PayrollID]}
-		if r.InPayroll {
-			pv.ToDelete++
-		}
-		pv.Rows = append(pv.Rows, r)
-	}
-	return pv, nil
+	return ledger.Target{}, fmt.Errorf("name one batch, one import or one period")
 }
 
-// Summary is the preview's closing line.
-func (pv RevertPreview) Summary() string {
-	n := len(pv.Rows)
-	noun := "pay parts"
-	if n == 1 {
-		noun = "pay part"
-	}
-	return fmt.Sprintf("%d %s of batches %v: %d to delete, %d already gone", n, noun, pv.Batches, pv.ToDelete, n-pv.ToDelete)
+// Preview is what an operation touches and what the reconciler plans now
+// for the groups it is in, before it is confirmed.
+type Preview struct {
+	Op      Operation
+	Entries int  // entries it changes
+	Plan    Plan // what the reconciler would send now (before the operation)
 }
 
-// An operator's replay of a batch or an import, as `paysync replay` and
-// the console both do it: NewReplayer, Replayer.Plan shown, then
-// (confirmed) Deliverer.Recover and Replayer.Resume before Replayer.Run.
+// Preview shows op before it is run; it changes nothing.
+func (o *Operations) Preview(ctx context.Context, op Operation) (Preview, error) {
+	pv := Preview{Op: op}
+	var err error
+	if pv.Entries, err = o.L.TargetEntries(ctx, op.Target); err != nil {
+		return pv, err
+	}
+	pv.Plan, err = o.R.Plan(ctx, PlanFilter{Company: op.Target.Company, Period: op.Target.Period})
+	return pv, err
+}
 
-// NewReplayer is a replay's Replayer: the payroll schema and the default
-// company read through w, then a mapper over p with rules.
-func NewReplayer(ctx context.Context, w *payroll.Waiter, p StartupPayroll, l ReplayLedger, d *Deliverer, rules *mapping.Rules, company string, batchSize int) (*Replayer, error) {
+// Run runs op: the desired state changed, the reconciler's plan applied
+// and (with D) sent. Run again, it changes nothing more; after a crash it
+// finishes what is left.
+func (o *Operations) Run(ctx context.Context, op Operation) (entries int, batches []int64, err error) {
+	if op.Replay {
+		if entries, err = o.L.Replay(ctx, op.Target); err != nil {
+			return 0, nil, err
+		}
+		if _, err := o.R.Reline(ctx, op.Target); err != nil {
+			return entries, nil, err
+		}
+	} else if entries, err = o.L.Revert(ctx, op.Target); err != nil {
+		return 0, nil, err
+	}
+	if batches, err = o.R.Apply(ctx, op.Target.Import); err != nil {
+		return entries, nil, err
+	}
+	if o.D != nil {
+		if err := o.D.Recover(ctx); err != nil {
+			return entries, batches, err
+		}
+		if err := o.D.Deliver(ctx, batches); err != nil {
+			return entries, batches, err
+		}
+	}
+	return entries, batches, nil
+}
+
+// NewReconciler is a command's reconciler: the payroll schema and the
+// default company read through w, then a mapper over p with rules.
+func NewReconciler(ctx context.Context, w *payroll.Waiter, p StartupPayroll, l ReconcileLedger, rules *mapping.Rules, company string, batchSize int) (*Reconciler, error) {
 	schema, company, err := StartupReads(ctx, w, p, rules, company, nil)
 	if err != nil {
 		return nil, err
 	}
 	mapper := mapping.NewMapper(rules, mapping.NewCache(p), schema, company)
-	return &Replayer{L: l, D: d, Mapper: mapper, Rules: rules, Wire: schema, BatchSize: batchSize}, nil
-}
-
-// Notes says which entries a replay plan leaves out because an earlier
-// replay has them in payroll (or on their way), and which it pays again
-// (forced), one line each.
-func (p ReplayPlan) Notes() []string {
-	var out []string
-	for _, s := range p.InPayroll {
-		if s.Pending {
-			out = append(out, fmt.Sprintf("%s on their way to payroll through batch %d (an earlier replay, not yet sent): not replayed; it is sent first", entries(s.Entries, "entry is", "entries are"), s.BatchID))
-		} else {
-			out = append(out, fmt.Sprintf("%s in payroll already through batch %d (an earlier replay): not replayed", entries(s.Entries, "entry is", "entries are"), s.BatchID))
-		}
-	}
-	for _, s := range p.Forced {
-		are := "are"
-		if s.Entries == 1 {
-			are = "is"
-		}
-		out = append(out, fmt.Sprintf("--force: %s in payroll already (or on their way) through batch %d %s paid again", entries(s.Entries, "entry", "entries"), s.BatchID, are))
-	}
-	return out
-}
-
-// entries is a count with its noun ("1 entry is", "2 entries are").
-func entries(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
+	return &Reconciler{L: l, Mapper: mapper, Rules: rules, Wire: schema, BatchSize: batchSize}, nil
 }
 
 // FamilyLedger reads a batch with the batches it was split into

@@ -10,19 +10,10 @@ import (
 	"github.com/paysync/paysync/payroll"
 )
 
-// Revert deletes exactly the pay parts paysync created for the batches that
-// still exist in payroll; ones deleted by hand become gone. It is
-// idempotent and safe to run again after a crash.
-func (d *Deliverer) Revert(ctx context.Context, batchIDs []int64) error {
-	d.init()
-	for _, id := range batchIDs {
-		if err := d.revertBatch(ctx, id); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
+// revertBatch finishes a batch revert a paysync from before the desired
+// state left half done (a batch in state reverting): it deletes exactly the
+// pay parts of the batch that payroll still holds. Reverts are operations
+// on the desired state now (Operations); no new batch becomes reverting.
 func (d *Deliverer) revertBatch(ctx context.Context, id int64) error {
 	b, err := d.L.Batch(ctx, id)
 	if err != nil {
@@ -162,6 +153,11 @@ func (d *Deliverer) inPayroll(ctx context.Context, company string) (map[string]b
 // crash, it deletes what is still there (a delete recorded and sent is
 // found done).
 func (d *Deliverer) removeSuperseded(ctx context.Context, unit int64, company string) error {
+	// A period closed since the plan: its pay parts there stay, and the
+	// plan's new ones there are not sent.
+	if err := d.L.FreezeUnit(ctx, unit); err != nil {
+		return err
+	}
 	for try := 0; ; try++ {
 		byBatch, order, err := d.L.SupersededBy(ctx, unit, company)
 		if err != nil || len(order) == 0 {
@@ -177,6 +173,10 @@ func (d *Deliverer) removeSuperseded(ctx context.Context, unit int64, company st
 		for _, bid := range order {
 			items := byBatch[bid]
 			att, err := d.L.BeginSupersedeDelete(ctx, bid, len(items))
+			if errors.Is(err, ledger.ErrBatchChanged) {
+				again = true // a period closed meanwhile: read again
+				continue
+			}
 			if err != nil {
 				return err
 			}

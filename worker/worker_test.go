@@ -429,6 +429,9 @@ func TestDeliverer_RevokedKeepsEverythingPending(t *testing.T) {
 	e.checkLedger(t)
 }
 
+// TestRevertAndReplay: reverting an import is undo (its pay parts
+// deleted; ones deleted by hand are gone), replaying it is redo (the same
+// pay parts again); each run twice changes nothing and calls nothing.
 func TestRevertAndReplay(t *testing.T) {
 	e := setup(t, sandbox.Options{})
 	payload := ndjson(8, "rr")
@@ -438,10 +441,26 @@ func TestRevertAndReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := e.sandboxParts()
-	r := &worker.Replayer{L: e.led, D: e.deliverer(e.cl), Mapper: im.Mapper, Rules: im.Rules, Wire: e.schema, BatchSize: 3}
-	// Replay without revert is refused: nobody is paid twice.
-	if _, err := r.Plan(ctx(t), 0, rep.ImportID, false); !errors.Is(err, worker.ErrStillInPayroll) {
-		t.Fatalf("replay before revert: err = %v", err)
+	if len(before) != 8 {
+		t.Fatalf("import: payroll holds %d, want 8", len(before))
+	}
+	ops := func() (*worker.Operations, *worker.Deliverer) {
+		d := e.deliverer(e.cl)
+		return &worker.Operations{L: e.led, R: im.Reconciler(), D: d}, d
+	}
+	run := func(replay bool) *worker.Deliverer {
+		t.Helper()
+		o, d := ops()
+		if _, _, err := o.Run(ctx(t), worker.Operation{Replay: replay, Target: ledger.Target{Import: rep.ImportID}}); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	// Replay of what payroll holds: nothing to do, nobody paid twice.
+	calls := e.cl.Calls()
+	run(true)
+	if e.cl.Calls() != calls || len(e.sandboxParts()) != 8 {
+		t.Fatalf("replay before revert: %d calls, payroll holds %d", e.cl.Calls()-calls, len(e.sandboxParts()))
 	}
 	// Two pay parts deleted by hand in payroll.
 	st := e.sb.State()
@@ -450,37 +469,24 @@ func TestRevertAndReplay(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d := e.deliverer(e.cl)
-	if err := d.Revert(ctx(t), rep.Batches); err != nil {
-		t.Fatal(err)
-	}
+	d := run(false)
 	if d.Stats.Gone != 2 || d.Stats.Deleted != 6 || len(e.sandboxParts()) != 0 {
 		t.Fatalf("revert: %+v, payroll %v", d.Stats, e.sandboxParts())
 	}
 	// Twice: nothing left to do, no error, no call.
-	calls := e.cl.Calls()
-	d2 := e.deliverer(e.cl)
-	if err := d2.Revert(ctx(t), rep.Batches); err != nil {
-		t.Fatal(err)
-	}
+	calls = e.cl.Calls()
+	run(false)
 	if e.cl.Calls() != calls {
 		t.Errorf("second revert made %d calls", e.cl.Calls()-calls)
 	}
-	for _, id := range rep.Batches {
-		b, _ := e.led.Batch(ctx(t), id)
-		if b.State != paysync.BatchReverted {
-			t.Errorf("batch %d is %s", id, b.State)
-		}
-	}
 	// Replay after revert recreates the same pay parts.
-	plan, err := r.Plan(ctx(t), 0, rep.ImportID, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Run(ctx(t), plan); err != nil {
-		t.Fatal(err)
-	}
+	run(true)
 	sameMultiset(t, e.sandboxParts(), before)
+	calls = e.cl.Calls()
+	run(true)
+	if e.cl.Calls() != calls {
+		t.Errorf("second replay made %d calls", e.cl.Calls()-calls)
+	}
 }
 
 func TestImporter_EntryIDsAgain(t *testing.T) {

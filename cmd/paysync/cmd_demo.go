@@ -104,8 +104,8 @@ func runDemo(ctx context.Context, args []string, io stdio, _ lookupEnv) error {
 	}
 
 	step(5, "revert it (paysync revert 1 --yes)")
-	d := s.deliverer(io)
-	if err := d.Revert(ctx, []int64{1}); err != nil {
+	d, err := demoOperation(ctx, s, rules, worker.Operation{Target: ledger.Target{Batches: []int64{1}}}, io)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "deleted %d pay parts; the sandbox now holds %d for the company\n", d.Stats.Deleted, len(sb.State().Companies[0].PayParts))
@@ -154,21 +154,11 @@ const (
 func demoCorrection(ctx context.Context, s *session, sb *sandbox.Server, rules *mapping.Rules, dir string, step func(int, string), io stdio) error {
 	w := io.out
 	step(7, "replay it: payroll holds the export again (paysync replay 1 --yes)")
-	schema, company, err := startupReads(ctx, s.commandWaiter(io.err), s.cl, rules, s.cfg.CompanyID, func(string) {})
+	d, err := demoOperation(ctx, s, rules, worker.Operation{Replay: true, Target: ledger.Target{Batches: []int64{1}}}, io)
 	if err != nil {
 		return err
 	}
-	d := s.deliverer(io)
-	r := &worker.Replayer{L: s.led, D: d, Mapper: mapping.NewMapper(rules, mapping.NewCache(s.cl), schema, company), Rules: rules, Wire: schema, BatchSize: s.cfg.BatchSize}
-	plan, err := r.Plan(ctx, 1, 0, false)
-	if err != nil {
-		return err
-	}
-	ids, err := r.Run(ctx, plan)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "replayed into batches %v: %d pay parts created\n", ids, d.Stats.Created)
+	fmt.Fprintf(w, "replayed: %d pay parts created\n", d.Stats.Created)
 
 	step(8, "a corrected re-export: Lars Nielsen's sick day 8:00 → 8:30, the other rows as before (paysync import toggl-corrected.csv)")
 	b, err := examples.Files.ReadFile("toggl.csv")
@@ -221,4 +211,16 @@ func demoCorrection(ctx context.Context, s *session, sb *sandbox.Server, rules *
 		return fmt.Errorf("demo: the correction replaced %d of %d pay parts, want 1", len(before)-kept, len(before))
 	}
 	return nil
+}
+
+// demoOperation runs a revert or a replay as paysync revert/replay --yes do.
+func demoOperation(ctx context.Context, s *session, rules *mapping.Rules, op worker.Operation, io stdio) (*worker.Deliverer, error) {
+	d := s.deliverer(io)
+	r, err := worker.NewReconciler(ctx, s.commandWaiter(io.err), s.cl, s.led, rules, s.cfg.CompanyID, s.cfg.BatchSize)
+	if err != nil {
+		return nil, err
+	}
+	ops := &worker.Operations{L: s.led, R: r, D: d}
+	_, _, err = ops.Run(ctx, op)
+	return d, err
 }

@@ -110,7 +110,7 @@ func sendImport(ctx context.Context, s *session, rules *mapping.Rules, files []s
 	scope.apply(im)
 	// Corrections an earlier run recorded but did not apply are applied
 	// first, and delivered with its other leftovers.
-	if _, err := im.Corrector().Run(ctx); err != nil {
+	if _, err := im.Reconciler().Apply(ctx, 0); err != nil {
 		return err
 	}
 	if _, err := d.DeliverOpen(ctx, 0, func(open []ledger.Batch) {

@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -118,8 +119,8 @@ func TestCorrections_File(t *testing.T) {
 func TestCorrections_Messages(t *testing.T) {
 	e := setup(t, sandbox.Options{})
 	mi := e.messageImporter(t)
-	corr := &worker.Corrector{L: e.led, Mapper: mi.Mapper, Rules: mi.Rules, Wire: mi.Wire, BatchSize: 100}
-	pipe := &worker.Pipeline{L: e.led, D: e.deliverer(e.cl), Correct: corr.Run}
+	rec := &worker.Reconciler{L: e.led, Mapper: mi.Mapper, Rules: mi.Rules, Wire: mi.Wire, BatchSize: 100}
+	pipe := &worker.Pipeline{L: e.led, D: e.deliverer(e.cl), Correct: applyWith(rec)}
 	mette := sandbox.EmpMetteHansen
 	send := func(step string, bodies ...string) []worker.Report {
 		t.Helper()
@@ -242,9 +243,7 @@ func TestCorrections_AfterRevert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.deliverer(e.cl).Revert(ctx(t), sum.Inputs[0].Report.Batches); err != nil {
-		t.Fatal(err)
-	}
+	e.operate(t, im.Reconciler(), false, ledger.Target{Batches: sum.Inputs[0].Report.Batches})
 	if n := len(e.payrollParts()); n != 0 {
 		t.Fatalf("after the revert payroll holds %d pay parts", n)
 	}
@@ -269,8 +268,8 @@ func TestCorrections_AfterRevert(t *testing.T) {
 func TestCorrections_ClosedPeriod(t *testing.T) {
 	e := setup(t, sandbox.Options{})
 	mi := e.messageImporter(t)
-	corr := &worker.Corrector{L: e.led, Mapper: mi.Mapper, Rules: mi.Rules, Wire: mi.Wire, BatchSize: 100}
-	pipe := &worker.Pipeline{L: e.led, D: e.deliverer(e.cl), Correct: corr.Run}
+	rec := &worker.Reconciler{L: e.led, Mapper: mi.Mapper, Rules: mi.Rules, Wire: mi.Wire, BatchSize: 100}
+	pipe := &worker.Pipeline{L: e.led, D: e.deliverer(e.cl), Correct: applyWith(rec)}
 	mette := sandbox.EmpMetteHansen
 	plan := func(body string) worker.Report {
 		t.Helper()
@@ -382,43 +381,35 @@ func TestScope_RevertAndReplayPeriod(t *testing.T) {
 	}
 	first := e.holds(t, "import", mette+"|T1|8", mette+"|T1|6", lars+"|T1|4")
 	nov, _ := paysync.ParsePeriod("2026-11")
-	corr := im.Corrector()
-	deliver := func(res worker.ScopeResult) {
-		t.Helper()
-		for _, b := range res.Batches {
-			if _, err := im.D.DeliverOpen(ctx(t), 0, nil); err != nil {
-				t.Fatalf("deliver batch %d: %v", b, err)
-			}
-		}
+	rec := im.Reconciler()
+	writes := func() int {
+		r := e.sb.State().Counters.Requests
+		return r["create_pay_parts"] + r["delete_pay_parts"]
 	}
-	sc := ledger.Scope{Period: nov}
-	res, err := corr.RevertScope(ctx(t), sc, false)
-	if err != nil || len(res.Unit.Supersede) != 2 {
-		t.Fatalf("revert: %+v, %v", res, err)
+	sc := ledger.Target{Period: &nov}
+	if d := e.operate(t, rec, false, sc); d.Stats.Deleted != 2 {
+		t.Fatalf("revert: %+v", d.Stats)
 	}
-	deliver(res)
 	e.holds(t, "after the revert of November", mette+"|T1|8")
-	if res, err := corr.RevertScope(ctx(t), sc, false); err != nil || res.Changes() {
-		t.Fatalf("revert again: %+v, %v; want nothing", res, err)
+	before := writes()
+	e.operate(t, rec, false, sc)
+	if writes() != before {
+		t.Fatalf("revert again made %d calls; want none", writes()-before)
 	}
-
-	res, err = corr.ReplayScope(ctx(t), sc, false)
-	if err != nil || len(res.Unit.PayParts) != 2 || len(res.Unit.Supersede) != 0 {
-		t.Fatalf("replay: %+v, %v", res, err)
+	if d := e.operate(t, rec, true, sc); d.Stats.Created != 2 || d.Stats.Deleted != 0 {
+		t.Fatalf("replay: %+v", d.Stats)
 	}
-	deliver(res)
 	again := e.holds(t, "after the replay", mette+"|T1|8", mette+"|T1|6", lars+"|T1|4")
 	if again[mette+"|T1|8"] != first[mette+"|T1|8"] {
 		t.Error("October's pay part was replaced")
 	}
-	if res, err := corr.ReplayScope(ctx(t), sc, false); err != nil || res.Changes() {
-		t.Fatalf("replay again: %+v, %v; want nothing", res, err)
-	}
-
+	before = writes()
+	e.operate(t, rec, true, sc)
 	// The rules now round to whole hours down: 6 and 4 stay, nothing changes.
 	rules.Places = 0
-	if res, err := corr.ReplayScope(ctx(t), sc, true); err != nil || res.Changes() {
-		t.Fatalf("replay under rules that give the same: %+v, %v", res, err)
+	e.operate(t, rec, true, sc)
+	if writes() != before {
+		t.Fatalf("replay again (and under rules that give the same) made %d calls; want none", writes()-before)
 	}
 }
 
@@ -429,8 +420,10 @@ func TestScope_RevertAndReplayPeriod(t *testing.T) {
 // its payroll id; a cutoff with nothing held does nothing.
 func TestCutoff_HoldsAndAggregates(t *testing.T) {
 	e := setup(t, sandbox.Options{})
-	mi, corr := e.holdingImporter(t)
-	pipe := &worker.Pipeline{L: e.led, D: e.deliverer(e.cl), Correct: corr.Run}
+	mi, rec := e.holdingImporter(t)
+	// PAYSYNC_SEND=cutoff: taken into the desired state as they come,
+	// planned only at the cutoff.
+	pipe := &worker.Pipeline{L: e.led, D: e.deliverer(e.cl), Correct: rec.Absorb}
 	mette, lars := sandbox.EmpMetteHansen, sandbox.EmpLarsNielsen
 	send := func(bodies ...string) {
 		t.Helper()
@@ -444,23 +437,23 @@ func TestCutoff_HoldsAndAggregates(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cutoff := func() worker.CutoffResult {
+	cutoff := func() []int64 {
 		t.Helper()
-		res, err := corr.Cutoff(ctx(t), false)
+		bs, err := rec.Apply(ctx(t), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := pipe.Flush(ctx(t), 0); err != nil {
 			t.Fatal(err)
 		}
-		return res
+		return bs
 	}
 	send(entryJSON("h1", mette, "T1", "8"), entryJSON("h2", mette, "T1", "2"), entryJSON("h3", lars, "T1", "5"))
 	if n := len(e.payrollParts()); n != 0 {
 		t.Fatalf("before the cutoff payroll holds %d pay parts", n)
 	}
-	if res := cutoff(); len(res.Periods) != 1 || len(res.Periods[0].Unit.PayParts) != 2 {
-		t.Fatalf("first cutoff: %+v", res)
+	if bs := cutoff(); len(bs) != 1 {
+		t.Fatalf("first cutoff: batches %v", bs)
 	}
 	first := e.payrollParts()
 	if len(first) != 2 || first[mette+"|T1|10"] == "" || first[lars+"|T1|5"] == "" {
@@ -470,16 +463,15 @@ func TestCutoff_HoldsAndAggregates(t *testing.T) {
 	if got := e.payrollParts(); len(got) != 2 || got[mette+"|T1|10"] == "" {
 		t.Fatalf("a held entry reached payroll before the cutoff: %v", got)
 	}
-	res := cutoff()
-	if len(res.Periods) != 1 || len(res.Periods[0].Unit.Supersede) != 1 || len(res.Periods[0].Unit.PayParts) != 1 {
-		t.Fatalf("second cutoff: %+v", res)
+	if bs := cutoff(); len(bs) != 1 {
+		t.Fatalf("second cutoff: batches %v", bs)
 	}
 	second := e.payrollParts()
 	if len(second) != 2 || second[mette+"|T1|11"] == "" || second[lars+"|T1|5"] != first[lars+"|T1|5"] {
 		t.Fatalf("after the second cutoff payroll holds %v (Lars's id before: %s)", second, first[lars+"|T1|5"])
 	}
-	if res := cutoff(); len(res.Periods) != 0 {
-		t.Errorf("a cutoff with nothing held: %+v", res)
+	if bs := cutoff(); len(bs) != 0 {
+		t.Errorf("a cutoff with nothing held: batches %v", bs)
 	}
 }
 
@@ -489,9 +481,9 @@ func TestCutoff_HoldsAndAggregates(t *testing.T) {
 func TestScope_RevertMessage(t *testing.T) {
 	e := setup(t, sandbox.Options{})
 	mi := e.messageImporter(t)
-	corr := &worker.Corrector{L: e.led, Mapper: mi.Mapper, Rules: mi.Rules, Wire: mi.Wire, BatchSize: 100}
+	rec := &worker.Reconciler{L: e.led, Mapper: mi.Mapper, Rules: mi.Rules, Wire: mi.Wire, BatchSize: 100}
 	d := e.deliverer(e.cl)
-	pipe := &worker.Pipeline{L: e.led, D: d, Correct: corr.Run}
+	pipe := &worker.Pipeline{L: e.led, D: d, Correct: applyWith(rec)}
 	mette, lars := sandbox.EmpMetteHansen, sandbox.EmpLarsNielsen
 	reps, errs, err := mi.Plan(ctx(t), []worker.Message{
 		msg("timesheets.MV8x.toggl", entryJSON("n1", mette, "T1", "8")),
@@ -506,12 +498,8 @@ func TestScope_RevertMessage(t *testing.T) {
 	if b, _ := e.led.BatchesOfSource(ctx(t), reps[1].ImportID); reps[1].ImportID == 0 || len(b) != 0 || len(e.payrollParts()) != 2 {
 		t.Fatalf("the second message (import %d) has batches of its own (%v), or payroll holds %v", reps[1].ImportID, b, e.payrollParts())
 	}
-	res, err := corr.RevertScope(ctx(t), ledger.Scope{SourceID: reps[1].ImportID}, false)
-	if err != nil || len(res.Unit.Supersede) != 1 {
-		t.Fatalf("revert of the second message: %+v, %v", res, err)
-	}
-	if _, err := d.DeliverOpen(ctx(t), 0, nil); err != nil {
-		t.Fatal(err)
+	if d := e.operate(t, rec, false, ledger.Target{Import: reps[1].ImportID}); d.Stats.Deleted != 1 {
+		t.Fatalf("revert of the second message: %+v", d.Stats)
 	}
 	got := e.payrollParts()
 	if len(got) != 1 || got[mette+"|T1|8"] == "" {
@@ -586,7 +574,7 @@ func TestCorrections_AggregateWithClosedHours(t *testing.T) {
 // cutoff does not pay it).
 func TestScope_RevertMessageInACutoffAggregate(t *testing.T) {
 	e := setup(t, sandbox.Options{})
-	mi, corr := e.holdingImporter(t)
+	mi, rec := e.holdingImporter(t)
 	d := e.deliverer(e.cl)
 	mette := sandbox.EmpMetteHansen
 	plan := func(body string) worker.Report {
@@ -599,10 +587,11 @@ func TestScope_RevertMessageInACutoffAggregate(t *testing.T) {
 	}
 	cutoff := func() {
 		t.Helper()
-		if _, err := corr.Cutoff(ctx(t), false); err != nil {
+		bs, err := rec.Apply(ctx(t), 0)
+		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := d.DeliverOpen(ctx(t), 0, nil); err != nil {
+		if err := d.Deliver(ctx(t), bs); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -612,20 +601,15 @@ func TestScope_RevertMessageInACutoffAggregate(t *testing.T) {
 	if got := e.payrollParts(); len(got) != 1 || got[mette+"|T1|11"] == "" {
 		t.Fatalf("after the cutoff payroll holds %v, want one pay part of 11", got)
 	}
-	if _, err := corr.RevertScope(ctx(t), ledger.Scope{SourceID: second.ImportID}, false); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.DeliverOpen(ctx(t), 0, nil); err != nil {
-		t.Fatal(err)
-	}
+	e.operate(t, rec, false, ledger.Target{Import: second.ImportID})
 	if got := e.payrollParts(); len(got) != 1 || got[mette+"|T1|8"] == "" {
 		t.Fatalf("after reverting the second message payroll holds %v, want the first's 8", got)
 	}
 	// A message still held when reverted is not paid at the next cutoff.
 	held := plan(entryJSON("g3", mette, "T1", "2"))
-	if _, err := corr.RevertScope(ctx(t), ledger.Scope{SourceID: held.ImportID}, false); err != nil {
-		t.Fatal(err)
-	}
+	// Reverted before the cutoff: the revert's own reconcile is the
+	// cutoff here (an operation applies its change at once).
+	e.operate(t, rec, false, ledger.Target{Import: held.ImportID})
 	cutoff()
 	if got := e.payrollParts(); len(got) != 1 || got[mette+"|T1|8"] == "" {
 		t.Fatalf("after the next cutoff payroll holds %v, want the first's 8 still", got)
@@ -634,8 +618,27 @@ func TestScope_RevertMessageInACutoffAggregate(t *testing.T) {
 
 // holdingImporter is a message importer that holds entries for the cutoff
 // (PAYSYNC_SEND=cutoff), and its corrector.
-func (e *env) holdingImporter(t *testing.T) (*worker.MessageImporter, *worker.Corrector) {
+func (e *env) holdingImporter(t *testing.T) (*worker.MessageImporter, *worker.Reconciler) {
 	mi := e.messageImporter(t)
-	mi.Hold = true
-	return mi, &worker.Corrector{L: e.led, Mapper: mi.Mapper, Rules: mi.Rules, Wire: mi.Wire, BatchSize: 100}
+	mi.Rules.Aggregate = true
+	return mi, &worker.Reconciler{L: e.led, Mapper: mi.Mapper, Rules: mi.Rules, Wire: mi.Wire, BatchSize: 100}
+}
+
+// applyWith is a Pipeline's Correct hook: the reconciler's Apply.
+func applyWith(rec *worker.Reconciler) func(context.Context) (int, error) {
+	return func(ctx context.Context) (int, error) {
+		bs, err := rec.Apply(ctx, 0)
+		return len(bs), err
+	}
+}
+
+// operate runs a revert or a replay of t and sends what it planned.
+func (e *env) operate(t *testing.T, rec *worker.Reconciler, replay bool, tg ledger.Target) *worker.Deliverer {
+	t.Helper()
+	d := e.deliverer(e.cl)
+	ops := &worker.Operations{L: e.led, R: rec, D: d}
+	if _, _, err := ops.Run(ctx(t), worker.Operation{Replay: replay, Target: tg}); err != nil {
+		t.Fatalf("%v: %v", worker.Operation{Replay: replay, Target: tg}, err)
+	}
+	return d
 }

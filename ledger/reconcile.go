@@ -1,0 +1,548 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/paysync/paysync"
+	"github.com/shopspring/decimal"
+)
+
+// Group is a group as the reconciler reads it: its key, exact totals of
+// the lines that count (desired) and the pay parts live for it (actual).
+type Group struct {
+	ID           int64
+	Key          GroupKey
+	EmployeeName string
+	Description  string
+	Rule         string
+	FromHours    bool
+	Seconds      decimal.NullDecimal
+	Units        decimal.NullDecimal
+	Amount       decimal.NullDecimal
+	Lines        int
+	Version      int64
+	Frozen       bool // in a closed period
+	Live         []LiveGroupPart
+}
+
+// LiveGroupPart is a pay part live for a group: created, or pending in a
+// batch still to be sent, and not replaced (superseded) by a later plan.
+// This is the one definition of live.
+type LiveGroupPart struct {
+	ID         int64
+	BatchID    int64
+	BatchState paysync.BatchState
+	State      paysync.PartState
+	PayrollID  string
+	Units      decimal.NullDecimal
+	Rate       decimal.NullDecimal
+	Amount     decimal.NullDecimal
+}
+
+// livePartsWhere selects the live pay parts (p) of their batch (b).
+const livePartsWhere = `p.superseded_by IS NULL AND (p.state = 'created' OR (p.state = 'pending' AND b.state IN ('pending', 'sending', 'failed')))`
+
+// frozenGroup is true for a group (g) of a closed period.
+const frozenGroup = `EXISTS (SELECT 1 FROM closed_periods c WHERE c.first_day <= g.last_day AND c.last_day >= g.first_day)`
+
+// GroupFilter narrows the groups read.
+type GroupFilter struct {
+	Company string
+	Period  *paysync.Period // groups overlapping it
+	Dirty   bool            // only groups whose totals changed since planned
+	Frozen  bool            // include groups of closed periods
+	After   int64           // groups with a larger id (paging)
+	Limit   int
+}
+
+// Groups reads groups with their live pay parts, in order of id.
+func (l *Ledger) Groups(ctx context.Context, f GroupFilter) ([]Group, error) {
+	where := []string{"1"}
+	var args []any
+	if f.Company != "" {
+		where, args = append(where, "g.company_id = ?"), append(args, f.Company)
+	}
+	if f.Period != nil {
+		where, args = append(where, "g.first_day <= ? AND g.last_day >= ?"), append(args, f.Period.Last().Format(time.DateOnly), f.Period.First().Format(time.DateOnly))
+	}
+	if f.Dirty {
+		where = append(where, "g.dirty = 1")
+	}
+	if !f.Frozen {
+		where = append(where, "NOT "+frozenGroup)
+	}
+	where, args = append(where, "g.id > ?"), append(args, f.After)
+	if f.Limit <= 0 {
+		f.Limit = 1000
+	}
+	args = append(args, f.Limit)
+	rows, err := l.rdb.QueryContext(ctx, `SELECT g.id, g.company_id, g.employee_id, g.code, g.rate, g.period, g.own, g.employee_name, g.description, g.rule,
+			g.from_hours, g.seconds, g.units, g.amount, g.lines, g.version, `+frozenGroup+`
+		FROM groups g WHERE `+strings.Join(where, " AND ")+` ORDER BY g.id LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: groups: %w", err)
+	}
+	var out []Group
+	for rows.Next() {
+		var g Group
+		var period string
+		var seconds, units, amount sql.NullString
+		if err := rows.Scan(&g.ID, &g.Key.Company, &g.Key.Employee, &g.Key.Code, &g.Key.Rate, &period, &g.Key.Own, &g.EmployeeName, &g.Description, &g.Rule,
+			&g.FromHours, &seconds, &units, &amount, &g.Lines, &g.Version, &g.Frozen); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("ledger: groups: %w", err)
+		}
+		g.Key.Period, _ = paysync.ParsePeriod(period)
+		g.Seconds, g.Units, g.Amount = textDec(seconds), textDec(units), textDec(amount)
+		out = append(out, g)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, fmt.Errorf("ledger: groups: %w", err)
+	}
+	for i := range out {
+		if out[i].Live, err = liveOfGroup(ctx, l.rdb, out[i].ID); err != nil {
+			return nil, fmt.Errorf("ledger: groups: %w", err)
+		}
+	}
+	return out, nil
+}
+
+type querier interface {
+	QueryContext(context.Context, string, ...any) (*sql.Rows, error)
+}
+
+// liveOfGroup reads a group's live pay parts.
+func liveOfGroup(ctx context.Context, q querier, group int64) ([]LiveGroupPart, error) {
+	rows, err := q.QueryContext(ctx, `SELECT p.id, p.batch_id, b.state, p.state, coalesce(p.payroll_id, ''), p.units, p.rate, p.amount
+		FROM pay_parts p JOIN batches b ON b.id = p.batch_id WHERE p.group_id = ? AND `+livePartsWhere+` ORDER BY p.id`, group)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []LiveGroupPart
+	for rows.Next() {
+		var lp LiveGroupPart
+		var units, rate, amount sql.NullString
+		if err := rows.Scan(&lp.ID, &lp.BatchID, &lp.BatchState, &lp.State, &lp.PayrollID, &units, &rate, &amount); err != nil {
+			return nil, err
+		}
+		lp.Units, lp.Rate, lp.Amount = textDec(units), textDec(rate), textDec(amount)
+		out = append(out, lp)
+	}
+	return out, rows.Err()
+}
+
+// Waiting reports what keeps the reconciler from planning: entries from
+// before the desired state whose lines are not mapped yet.
+func (l *Ledger) Waiting(ctx context.Context) (legacy int, err error) {
+	err = l.rdb.QueryRowContext(ctx, `SELECT count(*) FROM versions WHERE pending = 1`).Scan(&legacy)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: versions to map: %w", err)
+	}
+	return legacy, nil
+}
+
+// GroupChange is the reconciler's decision for one group.
+type GroupChange struct {
+	Group   int64
+	Version int64   // the group's version it was planned on
+	Replace []int64 // the live pay parts it was planned on, all replaced
+	Create  []paysync.PlannedPayPart
+	// Clean: the group is as desired: only its dirty mark is cleared.
+	Clean bool
+}
+
+// ErrStale: a group changed since it was planned; plan it again.
+var ErrStale = errors.New("ledger: the group changed since it was planned")
+
+// ApplyPlan records the changes of one company's groups in one
+// transaction: those whose version or live pay parts changed since they
+// were planned are left dirty (stale, counted), the others' live pay parts
+// are replaced (never sent ones are simply not sent; created ones are
+// deleted by the sender before the new ones go out) and their new pay
+// parts go into batches of at most batchSize. It returns the new batches.
+func (l *Ledger) ApplyPlan(ctx context.Context, company string, source int64, changes []GroupChange, batchSize int) (batches []int64, stale int, err error) {
+	if batchSize <= 0 {
+		batchSize = 100
+	}
+	err = l.tx(ctx, "apply plan", func(tx *sql.Tx) error {
+		batches, stale = nil, 0
+		st := l.stmts(ctx, tx)
+		defer st.close()
+		now := l.ts()
+		var apply []GroupChange
+		for _, c := range changes {
+			var version int64
+			var frozen bool
+			if err := st.queryRow(`SELECT g.version, `+frozenGroup+` FROM groups g WHERE g.id = ?`, c.Group).Scan(&version, &frozen); err != nil {
+				return err
+			}
+			if version != c.Version || frozen {
+				stale++
+				continue
+			}
+			live, err := liveOfGroup(ctx, tx, c.Group)
+			if err != nil {
+				return err
+			}
+			ids := make([]int64, len(live))
+			busy := false
+			for i, lp := range live {
+				ids[i] = lp.ID
+				busy = busy || lp.BatchState == paysync.BatchSending && !c.Clean
+			}
+			if busy || !slices.Equal(ids, c.Replace) {
+				stale++
+				continue
+			}
+			if _, err := st.exec(`UPDATE groups SET dirty = 0 WHERE id = ?`, c.Group); err != nil {
+				return err
+			}
+			if !c.Clean {
+				apply = append(apply, c)
+			}
+		}
+		if len(apply) == 0 {
+			return nil
+		}
+		var replaced, creates int
+		for _, c := range apply {
+			replaced += len(c.Replace)
+			creates += len(c.Create)
+		}
+		res, err := st.exec(`INSERT INTO corrections (source_id, company_id, entries, superseded, created_at) VALUES (?, ?, ?, ?, ?)`,
+			source, company, len(apply), replaced, now)
+		if err != nil {
+			return err
+		}
+		unit, _ := res.LastInsertId()
+		deletes := false
+		for _, c := range apply {
+			for _, id := range c.Replace {
+				res, err := st.exec(`UPDATE pay_parts SET state = 'deleted', superseded_by = ?, updated_at = ? WHERE id = ? AND state = 'pending'`, unit, now, id)
+				if err != nil {
+					return err
+				}
+				if n, _ := res.RowsAffected(); n == 0 {
+					deletes = true
+					if _, err := st.exec(`UPDATE pay_parts SET superseded_by = ?, updated_at = ? WHERE id = ?`, unit, now, id); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		var bid int64
+		n := 0
+		newBatch := func() error {
+			res, err := st.exec(`INSERT INTO batches (company_id, source_id, state, created_at, updated_at, correction_id) VALUES (?, ?, 'pending', ?, ?, ?)`,
+				company, nullID(source), now, now, unit)
+			if err != nil {
+				return err
+			}
+			bid, _ = res.LastInsertId()
+			batches = append(batches, bid)
+			n = 0
+			return nil
+		}
+		if creates == 0 && deletes {
+			// Only deletes: an empty batch carries them to the sender.
+			if err := newBatch(); err != nil {
+				return err
+			}
+		}
+		for _, c := range apply {
+			for _, pp := range c.Create {
+				if bid == 0 || n >= batchSize {
+					if err := newBatch(); err != nil {
+						return err
+					}
+				}
+				if _, err := st.exec(`INSERT INTO pay_parts (`+payPartCols+`, group_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
+					bid, n, company, pp.EmployeeID, pp.EmployeeName, pp.Code, decText(pp.Units), decText(pp.Rate), decText(pp.Amount),
+					pp.Description, pp.Rule, now, c.Group); err != nil {
+					return err
+				}
+				n++
+			}
+		}
+		return nil
+	})
+	return batches, stale, err
+}
+
+// Target names what an operation changes: one import, batches, or the
+// entries of a period (of one company, or all).
+type Target struct {
+	Import  int64
+	Batches []int64
+	Period  *paysync.Period
+	Company string
+}
+
+func (sc Target) String() string {
+	switch {
+	case sc.Import != 0:
+		return fmt.Sprintf("import %d", sc.Import)
+	case len(sc.Batches) > 0:
+		return fmt.Sprintf("batch %d", sc.Batches[0])
+	case sc.Period != nil && sc.Company != "":
+		return fmt.Sprintf("period %s of company %s", sc.Period, sc.Company)
+	case sc.Period != nil:
+		return fmt.Sprintf("period %s", sc.Period)
+	}
+	return "nothing"
+}
+
+// targetEntries is the SQL selecting the entries (their ids) an operation
+// on sc touches, with its arguments: an import's (any version of it), the
+// counting entries of the groups of batches' pay parts (and those their
+// revert excluded), a period's (by their lines' groups, and by date).
+func targetEntries(sc Target) (string, []any) {
+	switch {
+	case sc.Import != 0:
+		return `SELECT entry FROM versions WHERE source_id = ? UNION SELECT id FROM entries WHERE source_id = ? AND note = 'held'
+			UNION SELECT entry FROM entry_corrections WHERE source_id = ? AND state = 'pending'`, []any{sc.Import, sc.Import, sc.Import}
+	case len(sc.Batches) > 0:
+		in := placeholders(len(sc.Batches))
+		var args []any
+		for range 3 {
+			for _, b := range sc.Batches {
+				args = append(args, b)
+			}
+		}
+		return `SELECT v.entry FROM lines l JOIN versions v ON v.id = l.version WHERE l.counts = 1 AND l.group_id IN (
+				SELECT group_id FROM pay_parts WHERE batch_id IN (` + in + `) AND group_id IS NOT NULL)
+			UNION SELECT id FROM entries WHERE excluded IN (` + in + `)
+			UNION SELECT pe.entry_id FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id WHERE p.batch_id IN (` + in + `)`, args
+	case sc.Period != nil:
+		first, last := sc.Period.First().Format(time.DateOnly), sc.Period.Last().Format(time.DateOnly)
+		if sc.Company != "" {
+			return `SELECT DISTINCT v.entry FROM lines l JOIN versions v ON v.id = l.version JOIN groups g ON g.id = l.group_id
+				WHERE g.company_id = ? AND g.first_day <= ? AND g.last_day >= ? AND v.entry_date BETWEEN ? AND ?`, []any{sc.Company, last, first, first, last}
+		}
+		return `SELECT id FROM entries WHERE entry_date BETWEEN ? AND ?`, []any{first, last}
+	}
+	return `SELECT id FROM entries WHERE 0`, nil
+}
+
+// TargetEntries counts the entries an operation on sc touches.
+func (l *Ledger) TargetEntries(ctx context.Context, sc Target) (int, error) {
+	q, args := targetEntries(sc)
+	var n int
+	if err := l.rdb.QueryRowContext(ctx, `SELECT count(*) FROM (`+q+`)`, args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("ledger: entries of %s: %w", sc, err)
+	}
+	return n, nil
+}
+
+// closedOnly keeps the entries of a statement out of closed periods: an
+// entry dated in one is never changed by an operation.
+const openEntry = `NOT EXISTS (SELECT 1 FROM closed_periods c WHERE e.entry_date BETWEEN c.first_day AND c.last_day)`
+
+// openEntryRow is openEntry in an update of entries.
+const openEntryRow = `NOT EXISTS (SELECT 1 FROM closed_periods c WHERE entries.entry_date BETWEEN c.first_day AND c.last_day)`
+
+// Revert changes the desired state as an undo of sc, in one transaction:
+// an import's versions stop counting (its entries fall back to their
+// versions before it); the entries of batches or a period are excluded
+// until replayed or listed again. Entries dated in a closed period are
+// never changed. It returns how many entries it changed.
+func (l *Ledger) Revert(ctx context.Context, sc Target) (int, error) {
+	return l.change(ctx, "revert "+sc.String(), sc, func(st *stmts, sub string, args []any) error {
+		if sc.Import != 0 {
+			// An import whose entries are all in closed periods, or
+			// partly: only the open ones fall back (the version stays
+			// current for the closed ones through their exclusion being
+			// impossible): refused when it touches a closed period.
+			var closed int
+			if err := st.queryRow(`SELECT count(*) FROM entries e WHERE e.id IN (`+sub+`) AND NOT `+openEntry, args...).Scan(&closed); err != nil {
+				return err
+			}
+			if closed > 0 {
+				return fmt.Errorf("%w: %d of its entries are dated in a closed period; reopen it first (paysync periods open)", ErrClosedPeriod, closed)
+			}
+			_, err := st.exec(`UPDATE sources SET reverted = 1 WHERE id = ?`, sc.Import)
+			return err
+		}
+		mark := int64(-1)
+		if len(sc.Batches) > 0 {
+			mark = sc.Batches[0]
+		}
+		_, err := st.exec(`UPDATE entries SET excluded = ? WHERE excluded = 0 AND id IN (`+sub+`) AND `+openEntryRow, append([]any{mark}, args...)...)
+		return err
+	})
+}
+
+// ErrClosedPeriod: an operation would change a closed period.
+var ErrClosedPeriod = errors.New("closed period")
+
+// Replay changes the desired state as a redo of sc, in one transaction:
+// an import counts again, excluded entries of batches or a period count
+// again. The rules' new lines come through Relines.
+func (l *Ledger) Replay(ctx context.Context, sc Target) (int, error) {
+	return l.change(ctx, "replay "+sc.String(), sc, func(st *stmts, sub string, args []any) error {
+		if sc.Import != 0 {
+			if _, err := st.exec(`UPDATE sources SET reverted = 0 WHERE id = ?`, sc.Import); err != nil {
+				return err
+			}
+		}
+		_, err := st.exec(`UPDATE entries SET excluded = 0 WHERE excluded <> 0 AND id IN (`+sub+`) AND `+openEntryRow, args...)
+		return err
+	})
+}
+
+// change runs fn and recounts the entries of sc.
+func (l *Ledger) change(ctx context.Context, op string, sc Target, fn func(st *stmts, sub string, args []any) error) (int, error) {
+	var n int
+	err := l.tx(ctx, op, func(tx *sql.Tx) error {
+		st := l.stmts(ctx, tx)
+		defer st.close()
+		sub, args := targetEntries(sc)
+		ids, err := entryIDs(ctx, tx, sub, args)
+		if err != nil {
+			return err
+		}
+		if err := fn(st, sub, args); err != nil {
+			return err
+		}
+		d := newDesired(st)
+		for _, id := range ids {
+			d.touch(id)
+		}
+		n = len(ids)
+		return d.flush()
+	})
+	return n, err
+}
+
+func entryIDs(ctx context.Context, q querier, sub string, args []any) ([]int64, error) {
+	rows, err := q.QueryContext(ctx, sub, args...)
+	if err != nil {
+		return nil, err
+	}
+	return scanIDs(rows, "entries")
+}
+
+// Relining is a version to map again under the current rules.
+type Relining struct {
+	Unabsorbed
+}
+
+// Relinings lists the current versions of sc's entries (an import's: its
+// own versions), to map again, after after (paging), at most limit.
+func (l *Ledger) Relinings(ctx context.Context, sc Target, after int64, limit int) ([]Unabsorbed, error) {
+	sub, args := targetEntries(sc)
+	q := `SELECT v.entry, 0, v.id, v.source_id, s.name, v.line, v.content_hash, v.data FROM versions v JOIN sources s ON s.id = v.source_id
+		JOIN entries e ON e.id = v.entry
+		WHERE v.entry IN (` + sub + `) AND v.pending = 0 AND v.id > ? AND ` + openEntry
+	if sc.Import != 0 {
+		q += ` AND v.source_id = ?`
+		args = append(args, after, sc.Import)
+	} else {
+		q += ` AND v.id = (SELECT v2.id FROM versions v2 JOIN sources s2 ON s2.id = v2.source_id WHERE v2.entry = v.entry AND s2.reverted = 0
+			ORDER BY v2.source_id DESC, v2.id DESC LIMIT 1)`
+		args = append(args, after)
+	}
+	q += ` ORDER BY v.id LIMIT ?`
+	args = append(args, limit)
+	rows, err := l.rdb.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: versions of %s: %w", sc, err)
+	}
+	defer rows.Close()
+	var out []Unabsorbed
+	for rows.Next() {
+		var u Unabsorbed
+		if err := rows.Scan(&u.Entry, &u.Correction, &u.Version, &u.SourceID, &u.Source, &u.Line, &u.Hash, &u.Data); err != nil {
+			return nil, fmt.Errorf("ledger: versions of %s: %w", sc, err)
+		}
+		out = append(out, u)
+	}
+	return out, rows.Err()
+}
+
+// Reline replaces the lines of versions with what the current rules make
+// of them, and recounts their entries, in one transaction.
+func (l *Ledger) Reline(ctx context.Context, as []Absorbed) error {
+	return l.tx(ctx, "map again", func(tx *sql.Tx) error {
+		st := l.stmts(ctx, tx)
+		defer st.close()
+		d := newDesired(st)
+		for _, a := range as {
+			if err := d.dropLines(a.Version); err != nil {
+				return err
+			}
+			if _, err := st.exec(`UPDATE versions SET status = ?, note = ? WHERE id = ?`, a.Status, a.Note, a.Version); err != nil {
+				return err
+			}
+			if err := d.addLines(a.Version, a.Lines); err != nil {
+				return err
+			}
+			d.touch(a.Entry)
+		}
+		return d.flush()
+	})
+}
+
+// MarkDirty marks the groups of a period (all: nil) to be planned again:
+// a period opened again catches up with its desired state.
+func (l *Ledger) MarkDirty(ctx context.Context, p *paysync.Period) error {
+	return l.tx(ctx, "mark dirty", func(tx *sql.Tx) error {
+		if p == nil {
+			_, err := tx.ExecContext(ctx, `UPDATE groups SET dirty = 1`)
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `UPDATE groups SET dirty = 1 WHERE first_day <= ? AND last_day >= ?`, p.Last().Format(time.DateOnly), p.First().Format(time.DateOnly))
+		return err
+	})
+}
+
+// frozenGroupIDs selects the groups of closed periods.
+const frozenGroupIDs = `SELECT g.id FROM groups g WHERE ` + frozenGroup
+
+// freeze undoes, for groups whose period was closed after they were
+// planned, what a plan recorded and has not begun to send: its new pay
+// parts are not sent, the pay parts it replaces stay. where selects the
+// plan's pay parts (args follow). It reports whether it changed anything;
+// the groups are then planned again (and shown as late).
+func freeze(ctx context.Context, tx *sql.Tx, now, newParts, replaced string, newArg, replacedArg any) (bool, error) {
+	if _, err := tx.ExecContext(ctx, `UPDATE groups SET dirty = 1 WHERE id IN (
+			SELECT group_id FROM pay_parts WHERE (`+newParts+`) AND state = 'pending' AND group_id IN (`+frozenGroupIDs+`)
+			UNION SELECT group_id FROM pay_parts WHERE (`+replaced+`) AND state = 'created' AND delete_attempt IS NULL AND group_id IN (`+frozenGroupIDs+`))`,
+		newArg, replacedArg); err != nil {
+		return false, err
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE pay_parts SET state = 'deleted', error = 'not sent: its period was closed after it was planned', updated_at = ?
+		WHERE (`+newParts+`) AND state = 'pending' AND group_id IN (`+frozenGroupIDs+`)`, now, newArg)
+	if err != nil {
+		return false, err
+	}
+	n1, _ := res.RowsAffected()
+	res, err = tx.ExecContext(ctx, `UPDATE pay_parts SET superseded_by = NULL, updated_at = ?
+		WHERE (`+replaced+`) AND state = 'created' AND delete_attempt IS NULL AND group_id IN (`+frozenGroupIDs+`)`, now, replacedArg)
+	if err != nil {
+		return false, err
+	}
+	n2, _ := res.RowsAffected()
+	return n1+n2 > 0, nil
+}
+
+// freezeBatch is freeze for the pay parts of batch id (its new ones) and
+// those its plan replaces: checked in the transaction that begins a send.
+func freezeBatch(ctx context.Context, tx *sql.Tx, now string, id int64) (bool, error) {
+	return freeze(ctx, tx, now, `batch_id = ?`, `superseded_by = (SELECT correction_id FROM batches WHERE id = ?)`, id, id)
+}
+
+// FreezeUnit is freeze for the whole plan (unit) before its deletes begin.
+func (l *Ledger) FreezeUnit(ctx context.Context, unit int64) error {
+	return l.tx(ctx, "freeze closed periods", func(tx *sql.Tx) error {
+		_, err := freeze(ctx, tx, l.ts(), `batch_id IN (SELECT id FROM batches WHERE correction_id = ?)`, `superseded_by = ?`, unit, unit)
+		return err
+	})
+}
