@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/ledger"
@@ -21,24 +22,23 @@ import (
 	"github.com/shopspring/decimal"
 )
 
-// Payroll is what the actions read from payroll (*payroll.Client): what
-// it holds (a revert's preview) and the start-up reads a replay maps with.
+// Payroll is what the actions read from payroll (*payroll.Client): the
+// start-up reads the reconciler maps and plans with.
 type Payroll interface {
 	worker.StartupPayroll
-	worker.PayPartsReader
 }
 
 // Actions carries out the CLI's revert, replay and period close for the
-// console, through the same services (worker.PreviewRevert,
-// Deliverer.Revert, Corrector.RevertScope and ReplayScope, the ledger's
-// ClosePeriod).
+// console, through the same services: worker.Operations (the desired
+// state changed, then the reconciler's plan applied and sent) and the
+// ledger's ClosePeriod and ReopenPeriod.
 type Actions struct {
 	Payroll Payroll
 	// Deliverer returns a deliverer for one action (the session's).
 	Deliverer func() *worker.Deliverer
 	// Waiter bounds one action's payroll reads (PAYSYNC_STARTUP_TIMEOUT).
 	Waiter func() *payroll.Waiter
-	Rules  *mapping.Rules // a replay's rules (PAYSYNC_MAPPING)
+	Rules  *mapping.Rules // the rules a replay maps with (PAYSYNC_MAPPING)
 	// Company is the configured default company (PAYSYNC_COMPANY_ID).
 	Company   string
 	BatchSize int
@@ -51,9 +51,55 @@ type Actions struct {
 	Wake func()
 
 	mu sync.Mutex // one action at a time
+
+	// The overview's reconciler (it only plans), kept a while so that a
+	// page does not read payroll's schema each time.
+	viewMu  sync.Mutex
+	viewRec *worker.Reconciler
+	viewErr error
+	viewAt  time.Time
 }
 
 func (a *Actions) inDaemon() bool { return a.Wake != nil }
+
+// reconciler is an action's reconciler: payroll's schema and default
+// company read through the action's waiter, as the CLI's commands build it.
+func (a *Actions) reconciler(ctx context.Context, l *ledger.Ledger, w *payroll.Waiter) (*worker.Reconciler, error) {
+	return worker.NewReconciler(ctx, w, a.Payroll, l, a.Rules, a.Company, a.BatchSize)
+}
+
+// How long the overview waits for payroll's start-up reads, keeps the
+// reconciler it built, and waits before it tries again after a failure.
+const (
+	viewWait  = 5 * time.Second
+	viewKeep  = time.Minute
+	viewRetry = 15 * time.Second
+)
+
+// viewReconciler is the overview's reconciler (it only plans): built
+// (payroll read) at most once a minute, waiting at most viewWait for
+// payroll; a failure is kept viewRetry, so that pages do not each wait.
+func (a *Actions) viewReconciler(ctx context.Context, l *ledger.Ledger) (*worker.Reconciler, error) {
+	a.viewMu.Lock()
+	defer a.viewMu.Unlock()
+	now := time.Now()
+	switch age := now.Sub(a.viewAt); {
+	case a.viewRec != nil && age >= 0 && age < viewKeep:
+		return a.viewRec, nil
+	case a.viewErr != nil && age >= 0 && age < viewRetry:
+		return nil, a.viewErr
+	}
+	w := a.Waiter()
+	if until := now.Add(viewWait); w.Until.IsZero() || w.Until.After(until) {
+		w.Until = until
+	}
+	a.viewRec, a.viewErr = a.reconciler(ctx, l, w)
+	a.viewAt = time.Now()
+	if a.viewErr != nil && ctx.Err() != nil {
+		a.viewAt = time.Time{} // the page was left: not payroll's failure
+	}
+	return a.viewRec, a.viewErr
+}
 
 // target is what an action is about, from its form or query.
 type target struct {
@@ -61,7 +107,7 @@ type target struct {
 	Batch   int64
 	Import  int64
 	Period  string
-	Source  string
+	Source  string // the period page's filter; no action takes it
 	Company string
 }
 
@@ -104,6 +150,17 @@ func parseTarget(op string, v url.Values) (target, error) {
 	return t, nil
 }
 
+// parseAction is parseTarget for an action: a period is reverted or
+// replayed for every source (of one company, or all), as paysync revert
+// --period does; one source's part of it is its import's.
+func parseAction(op string, v url.Values) (target, error) {
+	t, err := parseTarget(op, v)
+	if err == nil && t.Source != "" {
+		err = fmt.Errorf("%s takes a period of every source (of one company, or all): to %s what one source brought, %s its import", op, op, op)
+	}
+	return t, err
+}
+
 func (t target) values() url.Values {
 	v := url.Values{}
 	if t.Batch != 0 {
@@ -125,110 +182,122 @@ func (t target) scope() ledger.Scope {
 	return ledger.Scope{Period: p, Origin: t.Source, Company: t.Company}
 }
 
-// String names the target as the audit log does.
+// period is the target's period (nil: it names none).
+func (t target) period() *paysync.Period {
+	if t.Period == "" {
+		return nil
+	}
+	p, err := paysync.ParsePeriod(t.Period)
+	if err != nil {
+		return nil
+	}
+	return &p
+}
+
+// String names the target as the audit log does (as paysync revert and
+// replay name theirs: ledger.Target.String).
 func (t target) String() string {
 	switch {
 	case t.Batch != 0:
 		return fmt.Sprintf("batch %d", t.Batch)
 	case t.Import != 0:
 		return fmt.Sprintf("import %d", t.Import)
+	case t.Source != "":
+		return "period " + t.scope().String()
 	}
-	return "period " + t.scope().String()
+	return ledger.Target{Period: t.period(), Company: t.Company}.String()
 }
 
-// deltaRow is one pay part an action deletes or creates.
-type deltaRow struct {
-	Op                    string // delete, create, keep (already gone)
-	Batch                 int64
-	PayrollID             string
-	CompanyID, EmployeeID string
-	EmployeeName, Code    string
-	Units, Rate, Amount   decimal.NullDecimal
-	Note                  string
+// planRow is one group's line of the reconciler's plan (as paysync plan
+// prints it): what payroll holds for one company × period × employee ×
+// code × rate, and what it must hold.
+type planRow struct {
+	CompanyID, Period         string
+	EmployeeID, EmployeeName  string
+	Code, Rate                string
+	UnitsBefore, UnitsAfter   decimal.NullDecimal
+	AmountBefore, AmountAfter decimal.NullDecimal
+	Entries                   int
+	Change                    string // worker.ChangeKind
+	Why                       string
 }
 
-// deltaTotal is an action's change for one company × employee × code.
-type deltaTotal struct {
-	CompanyID, EmployeeID, EmployeeName, Code string
-	Deleted, Created                          int
-	Units, Amount                             decimal.NullDecimal // created minus deleted (none: the pay parts have none)
+// planRows are a plan's changes in paysync plan's order: company, period,
+// employee, code.
+func planRows(p worker.Plan) []planRow {
+	cs := append([]worker.Change(nil), p.Changes...)
+	sort.SliceStable(cs, func(i, j int) bool {
+		a, b := cs[i].Group.Key, cs[j].Group.Key
+		if a.Company != b.Company {
+			return a.Company < b.Company
+		}
+		if a.Period.String() != b.Period.String() {
+			return a.Period.String() < b.Period.String()
+		}
+		if cs[i].Group.EmployeeName != cs[j].Group.EmployeeName {
+			return cs[i].Group.EmployeeName < cs[j].Group.EmployeeName
+		}
+		return a.Code < b.Code
+	})
+	out := make([]planRow, 0, len(cs))
+	for _, c := range cs {
+		g := c.Group
+		rate := g.Key.Rate
+		if rate == "-" {
+			rate = ""
+		}
+		out = append(out, planRow{CompanyID: g.Key.Company, Period: g.Key.Period.String(), EmployeeID: g.Key.Employee, EmployeeName: g.EmployeeName,
+			Code: g.Key.Code, Rate: rate, UnitsBefore: c.Before.Units, UnitsAfter: c.After.Units, AmountBefore: c.Before.Amount, AmountAfter: c.After.Amount,
+			Entries: g.Lines, Change: string(c.Kind), Why: c.Why})
+	}
+	return out
 }
 
-// plan is an action's preview: the exact delta, and whether it changes
-// anything.
+// legacyNote says why a plan with entries not mapped yet plans nothing.
+func legacyNote(n int) string {
+	return fmt.Sprintf("%d entry versions from before this version of paysync are not mapped yet: nothing is planned until paysync run (or an import) maps them", n)
+}
+
+// plan is an action's preview, and whether it changes anything.
 type plan struct {
-	Target  target
-	Rows    []deltaRow
-	Totals  []deltaTotal
+	Target target
+	// Entries are the entries a revert or replay touches.
+	Entries int
+	// Rows are the reconciler's plan for the target's company and period
+	// before the action: what it would send now.
+	Rows    []planRow
 	Notes   []string
 	Changes bool
 	Digest  string // of what the preview showed: the confirmation must find the same
 	// Period is a close's or open's period totals.
 	Period []ledger.PeriodTotal
-	scope  *ledger.Scope // a revert of a NATS message: its entries' pay parts
-	ids    []int64       // the batches a batch or import revert reverts (or replay replays)
-	// replay is a batch's or an import's replay plan, and the replayer
-	// that planned it (and carries it out).
-	replay   *worker.ReplayPlan
-	replayer *worker.Replayer
+	// ops and op carry out a revert or replay.
+	ops *worker.Operations
+	op  worker.Operation
 }
 
 func (p *plan) finish() {
-	byKey := map[string]*deltaTotal{}
-	var keys []string
 	h := sha256.New()
-	fmt.Fprintln(h, p.Target.Op, p.Target.String(), p.Changes, p.ids)
+	fmt.Fprintln(h, p.Target.Op, p.Target.String(), p.Changes, p.Entries, p.op.Target.Batches)
 	for _, r := range p.Rows {
-		fmt.Fprintln(h, r.Op, r.Batch, r.PayrollID, r.CompanyID, r.EmployeeID, r.Code, r.Units, r.Rate, r.Amount)
-		if r.Op == "keep" {
-			continue
-		}
-		k := r.CompanyID + "\x00" + r.EmployeeID + "\x00" + r.Code
-		t := byKey[k]
-		if t == nil {
-			t = &deltaTotal{CompanyID: r.CompanyID, EmployeeID: r.EmployeeID, EmployeeName: r.EmployeeName, Code: r.Code}
-			byKey[k] = t
-			keys = append(keys, k)
-		}
-		sign := decimal.NewFromInt(1)
-		if r.Op == "delete" {
-			t.Deleted++
-			sign = sign.Neg()
-		} else {
-			t.Created++
-		}
-		if r.Units.Valid {
-			t.Units = decimal.NewNullDecimal(t.Units.Decimal.Add(r.Units.Decimal.Mul(sign)))
-		}
-		if r.Amount.Valid {
-			t.Amount = decimal.NewNullDecimal(t.Amount.Decimal.Add(r.Amount.Decimal.Mul(sign)))
-		}
+		fmt.Fprintln(h, r.CompanyID, r.Period, r.EmployeeID, r.Code, r.Rate, r.UnitsBefore, r.UnitsAfter, r.AmountBefore, r.AmountAfter, r.Entries, r.Change, r.Why)
 	}
 	for _, pt := range p.Period {
 		fmt.Fprintln(h, pt.CompanyID, pt.Origin, pt.Period, pt.PayParts, pt.Units, pt.Amount)
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		p.Totals = append(p.Totals, *byKey[k])
-	}
 	p.Digest = hex.EncodeToString(h.Sum(nil))[:32]
 }
 
-// errBusyInDaemon: inside paysync run, a batch still on its way is the
-// daemon's to send.
-var errBusyInDaemon = errors.New("is still being sent by paysync run (pending, sending or failed): revert it once it is sent, or revert its period")
-
-// preview plans an action without changing anything.
+// plan previews an action without changing anything.
 func (s *Server) plan(ctx context.Context, t target) (plan, error) {
-	a := s.cfg.Actions
 	p := plan{Target: t}
 	l := s.cfg.Ledger
+	closed, err := l.ClosedPeriods(ctx)
+	if err != nil {
+		return p, err
+	}
 	switch t.Op {
 	case "close", "open":
-		closed, err := l.ClosedPeriods(ctx)
-		if err != nil {
-			return p, err
-		}
 		isClosed := false
 		for _, c := range closed {
 			if c.Period.String() == t.Period {
@@ -251,109 +320,17 @@ func (s *Server) plan(ctx context.Context, t target) (plan, error) {
 		}
 		p.finish()
 		return p, nil
-	case "replay":
-		if t.Period == "" {
-			return s.planReplay(ctx, p)
-		}
-	case "revert":
-		if t.Period == "" {
-			tg, err := worker.RevertTargetOf(ctx, l, t.Batch, t.Import)
-			if err != nil {
-				return p, err
-			}
-			if tg.Scope == nil {
-				return s.planBatches(ctx, p, tg.Batches)
-			}
-			p.scope = tg.Scope
-		}
 	}
-	sc := t.scope()
-	if p.scope != nil {
-		sc = *p.scope
-	}
-	corr, err := s.corrector(ctx, t.Op)
-	if err != nil {
-		return p, err
-	}
-	run := corr.RevertScope
-	if t.Op == "replay" {
-		run = corr.ReplayScope
-	}
-	res, err := run(ctx, sc, true)
-	if err != nil {
-		return p, err
-	}
-	for _, sp := range res.Unit.Supersede {
-		id := sp.PayrollID
-		note := ""
-		if id == "" {
-			note = "not sent yet: simply not sent"
-		}
-		p.Rows = append(p.Rows, deltaRow{Op: "delete", Batch: sp.BatchID, PayrollID: id, CompanyID: sp.CompanyID, EmployeeID: sp.EmployeeID,
-			EmployeeName: sp.EmployeeName, Code: sp.Code, Units: sp.Units, Rate: sp.Rate, Amount: sp.Amount, Note: note})
-	}
-	for _, pp := range res.Unit.PayParts {
-		p.Rows = append(p.Rows, deltaRow{Op: "create", CompanyID: pp.CompanyID, EmployeeID: pp.EmployeeID, EmployeeName: pp.EmployeeName,
-			Code: pp.Code, Units: pp.Units, Rate: pp.Rate, Amount: pp.Amount})
-	}
-	p.Changes = res.Changes()
-	if !p.Changes {
-		p.Notes = append(p.Notes, fmt.Sprintf("%s %s: nothing to change: payroll holds what the ledger's entries make of it", t.Op, sc))
-	}
-	if res.Spanning > 0 {
-		p.Notes = append(p.Notes, fmt.Sprintf("%d pay parts sum entries of the period and of another one (imported before pay parts were per period): left alone; revert their import instead", res.Spanning))
-	}
-	_ = a
-	p.finish()
-	return p, nil
-}
-
-// planBatches is a batch's or an import's revert: what payroll still
-// holds of its pay parts (worker.PreviewRevert, as paysync revert shows).
-func (s *Server) planBatches(ctx context.Context, p plan, bs []ledger.Batch) (plan, error) {
-	a := s.cfg.Actions
-	if a.inDaemon() {
-		for _, b := range bs {
-			switch b.State {
-			case paysync.BatchPending, paysync.BatchSending, paysync.BatchFailed, paysync.BatchReverting:
-				return p, fmt.Errorf("batch %d %w", b.ID, errBusyInDaemon)
+	// A closed period is frozen: nothing of it changes, whatever happens.
+	if pp := t.period(); pp != nil {
+		for _, c := range closed {
+			if c.Period.Overlaps(*pp) {
+				return p, fmt.Errorf("%w: period %s is in closed period %s: nothing of it changes; reopen it first (Periods: open again)", ledger.ErrClosedPeriod, pp, c.Period)
 			}
 		}
 	}
-	pv, err := worker.PreviewRevert(ctx, s.cfg.Ledger, a.Waiter(), a.Payroll, bs)
-	if err != nil {
-		return p, err
-	}
-	p.ids = pv.Batches
-	for _, r := range pv.Rows {
-		op := "keep"
-		if r.InPayroll {
-			op = "delete"
-		}
-		p.Rows = append(p.Rows, deltaRow{Op: op, Batch: r.BatchID, PayrollID: r.PayrollID, CompanyID: r.CompanyID, EmployeeID: r.EmployeeID,
-			EmployeeName: r.EmployeeName, Code: r.Code, Units: r.Units, Rate: r.Rate, Amount: r.Amount, Note: r.Status()})
-	}
-	p.Notes = append(p.Notes, pv.Summary())
-	// A batch not reverted yet changes (its state) even when payroll holds
-	// nothing of it any more.
-	for _, b := range bs {
-		if b.State != paysync.BatchReverted && b.State != paysync.BatchSplit {
-			p.Changes = true
-		}
-	}
-	p.finish()
-	return p, nil
-}
-
-// planReplay is a batch's or an import's replay: its stored entries
-// mapped with the current rules into the pay parts payroll gets, leaving
-// out those an earlier replay put in payroll (worker.Replayer.Plan, as
-// paysync replay shows it). It refuses while the pay parts replayed are
-// still in payroll: the console never pays twice.
-func (s *Server) planReplay(ctx context.Context, p plan) (plan, error) {
-	a, t := s.cfg.Actions, p.Target
-	if t.Import != 0 {
-		src, err := s.cfg.Ledger.Source(ctx, t.Import)
+	if t.Op == "replay" && t.Import != 0 {
+		src, err := l.Source(ctx, t.Import)
 		if err != nil {
 			return p, err
 		}
@@ -361,86 +338,35 @@ func (s *Server) planReplay(ctx context.Context, p plan) (plan, error) {
 			return p, fmt.Errorf("import %d was refused as a whole: none of its entries are in the ledger to replay; once its problems are fixed, paysync replay --import %d imports its stored input again", t.Import, t.Import)
 		}
 	}
-	r, err := worker.NewReplayer(ctx, a.Waiter(), a.Payroll, s.cfg.Ledger, a.Deliverer(), a.Rules, a.Company, a.BatchSize)
+	tg, err := worker.TargetOf(ctx, l, t.Batch, t.Import, t.period(), t.Company)
 	if err != nil {
 		return p, err
 	}
-	rp, err := r.Plan(ctx, t.Batch, t.Import, false)
+	a := s.cfg.Actions
+	r, err := a.reconciler(ctx, l, a.Waiter())
 	if err != nil {
 		return p, err
 	}
-	p.replay, p.replayer, p.ids = &rp, r, rp.Originals
-	for _, pp := range rp.PayParts {
-		p.Rows = append(p.Rows, deltaRow{Op: "create", CompanyID: pp.CompanyID, EmployeeID: pp.EmployeeID, EmployeeName: pp.EmployeeName,
-			Code: pp.Code, Units: pp.Units, Rate: pp.Rate, Amount: pp.Amount, Note: fmt.Sprintf("will be created (%d entries)", len(pp.Entries))})
+	p.op = worker.Operation{Replay: t.Op == "replay", Target: tg}
+	// Inside paysync run the daemon's sending loop sends (D nil).
+	p.ops = &worker.Operations{L: l, R: r}
+	if !a.inDaemon() {
+		p.ops.D = a.Deliverer()
 	}
-	p.Notes = append(p.Notes, rp.Notes()...)
-	for _, e := range rp.Problems {
-		p.Notes = append(p.Notes, "not replayed: "+e.Error())
+	pv, err := p.ops.Preview(ctx, p.op)
+	if err != nil {
+		return p, err
 	}
-	p.Changes = len(rp.PayParts) > 0
+	p.Entries, p.Rows = pv.Entries, planRows(pv.Plan)
+	p.Changes = pv.Entries > 0 || pv.Plan.Sends()
+	if pv.Plan.Legacy > 0 {
+		p.Notes = append(p.Notes, legacyNote(pv.Plan.Legacy))
+	}
 	if !p.Changes {
-		p.Notes = append(p.Notes, fmt.Sprintf("replay %s: nothing left to replay", t))
+		p.Notes = append(p.Notes, fmt.Sprintf("%s: no entries, and nothing waits to be sent: nothing to change", p.op))
 	}
 	p.finish()
 	return p, nil
-}
-
-// carryOutReplay sends a replay plan: as paysync replay does, what an
-// earlier run left in flight is settled and what an earlier replay of
-// these entries left open is sent first; inside paysync run, the plan is
-// recorded and the daemon sends it.
-func (s *Server) carryOutReplay(ctx context.Context, p plan) (string, error) {
-	a, r, t := s.cfg.Actions, p.replayer, p.Target
-	if a.inDaemon() {
-		ids, err := r.Commit(ctx, *p.replay)
-		if err != nil {
-			return "", err
-		}
-		a.Wake()
-		return fmt.Sprintf("replay %s: recorded as batches %v: %d pay parts to create; paysync run sends them now (see the batches)", t, ids, len(p.replay.PayParts)), nil
-	}
-	if err := a.Waiter().Do(ctx, worker.WaitRecovery, r.D.Recover); err != nil {
-		return "", err
-	}
-	resumed, err := r.Resume(ctx, t.Batch, t.Import)
-	if err != nil {
-		return "", err
-	}
-	ids, err := r.Run(ctx, *p.replay)
-	if err != nil {
-		return "", err
-	}
-	msg := fmt.Sprintf("replayed into batches %v: %d pay parts created, %d rejected", ids, r.D.Stats.Created, r.D.Stats.Rejected)
-	if len(resumed) > 0 {
-		msg = fmt.Sprintf("finished batches %v left open by an earlier replay; %s", resumed, msg)
-	}
-	unfinished, err := worker.Unfinished(ctx, s.cfg.Ledger, append(resumed, ids...))
-	if err != nil {
-		return "", err
-	}
-	switch {
-	case r.D.Stats.Rejected > 0:
-		return "", fmt.Errorf("%s: payroll rejected %d pay parts (see the batches)", msg, r.D.Stats.Rejected)
-	case unfinished > 0:
-		return "", fmt.Errorf("%s: %d batches did not finish; they stay pending and are sent by the next replay, import or paysync run", msg, unfinished)
-	}
-	return msg, nil
-}
-
-// corrector is a period action's worker.Corrector; a replay's maps with
-// the schema and company payroll names (the start-up reads).
-func (s *Server) corrector(ctx context.Context, op string) (*worker.Corrector, error) {
-	a := s.cfg.Actions
-	if op != "replay" {
-		return &worker.Corrector{L: s.cfg.Ledger, Rules: mapping.DefaultRules(), BatchSize: a.BatchSize}, nil
-	}
-	schema, company, err := worker.StartupReads(ctx, a.Waiter(), a.Payroll, a.Rules, a.Company, nil)
-	if err != nil {
-		return nil, err
-	}
-	mapper := mapping.NewMapper(a.Rules, mapping.NewCache(a.Payroll), schema, company)
-	return &worker.Corrector{L: s.cfg.Ledger, Mapper: mapper, Rules: a.Rules, Wire: schema, BatchSize: a.BatchSize}, nil
 }
 
 // carryOut does what plan p previewed, as the CLI does it, and says what
@@ -459,7 +385,7 @@ func (s *Server) carryOut(ctx context.Context, p plan) (string, error) {
 		if !changed {
 			return fmt.Sprintf("period %s was closed already: nothing changed", pp), nil
 		}
-		return fmt.Sprintf("period %s closed: its corrections are refused until it is opened again", pp), nil
+		return fmt.Sprintf("period %s closed: nothing of it is created or deleted in payroll until it is opened again", pp), nil
 	case "open":
 		pp, _ := paysync.ParsePeriod(t.Period)
 		changed, err := l.ReopenPeriod(ctx, pp)
@@ -469,53 +395,42 @@ func (s *Server) carryOut(ctx context.Context, p plan) (string, error) {
 		if !changed {
 			return fmt.Sprintf("period %s was open already: nothing changed", pp), nil
 		}
-		return fmt.Sprintf("period %s opened again", pp), nil
-	}
-	if p.replay != nil {
-		return s.carryOutReplay(ctx, p)
-	}
-	d := a.Deliverer()
-	w := a.Waiter()
-	if t.Op == "revert" && p.scope == nil && t.Period == "" {
-		if !a.inDaemon() {
-			if err := w.Do(ctx, worker.WaitRecovery, d.Recover); err != nil {
-				return "", err
-			}
+		if a.inDaemon() {
+			a.Wake() // the next reconcile catches up to what the period must hold
 		}
-		if err := d.Revert(ctx, p.ids); err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("reverted batches %v: %d deleted, %d already gone", p.ids, d.Stats.Deleted, d.Stats.Gone), nil
+		return fmt.Sprintf("period %s opened again: the next reconcile brings payroll to what its entries make of it", pp), nil
 	}
-	sc := t.scope()
-	if p.scope != nil {
-		sc = *p.scope
-	}
-	if !a.inDaemon() {
-		if err := w.Do(ctx, worker.WaitRecovery, d.Recover); err != nil {
+	d := p.ops.D
+	if d != nil {
+		// As paysync revert and replay: what an earlier run left in
+		// flight is settled first.
+		if err := a.Waiter().Do(ctx, worker.WaitRecovery, d.Recover); err != nil {
 			return "", err
 		}
 	}
-	corr, err := s.corrector(ctx, t.Op)
+	n, batches, err := p.ops.Run(ctx, p.op)
 	if err != nil {
 		return "", err
 	}
-	run := corr.RevertScope
-	if t.Op == "replay" {
-		run = corr.ReplayScope
+	if d == nil {
+		if len(batches) > 0 {
+			a.Wake()
+			return fmt.Sprintf("%s: %d entries touched; recorded as batches %v: paysync run sends them now (see the batches)", p.op, n, batches), nil
+		}
+		return fmt.Sprintf("%s: %d entries touched; no batch recorded: nothing to send now (the overview shows what the reconciler would still send)", p.op, n), nil
 	}
-	res, err := run(ctx, sc, false)
+	msg := fmt.Sprintf("%s: %d entries touched; %d deleted, %d created, %d rejected (batches %v)", p.op, n, d.Stats.Deleted, d.Stats.Created, d.Stats.Rejected, batches)
+	unfinished, err := worker.Unfinished(ctx, l, batches)
 	if err != nil {
 		return "", err
 	}
-	if a.inDaemon() {
-		a.Wake()
-		return fmt.Sprintf("%s %s: recorded as batches %v: %d pay parts to delete, %d to create; paysync run sends them now (see the batches)", t.Op, sc, res.Batches, len(res.Unit.Supersede), len(res.Unit.PayParts)), nil
+	switch {
+	case d.Stats.Rejected > 0:
+		return "", fmt.Errorf("%s: payroll rejected %d pay parts (see the batches)", msg, d.Stats.Rejected)
+	case unfinished > 0:
+		return "", fmt.Errorf("%s: %d batches did not finish; they stay pending and are sent by the next revert, replay, import or paysync run", msg, unfinished)
 	}
-	if _, err := d.DeliverOpen(ctx, 0, nil); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("%s %s: %d deleted, %d already gone, %d created (batches %v)", t.Op, sc, d.Stats.Deleted, d.Stats.Gone, d.Stats.Created, res.Batches), nil
+	return msg, nil
 }
 
 // previewData is the preview page.
@@ -530,7 +445,7 @@ type previewData struct {
 // preview shows what an action would change, and its confirmation form.
 func (s *Server) preview(w http.ResponseWriter, r *http.Request, c who) {
 	op := r.PathValue("op")
-	t, err := parseTarget(op, r.URL.Query())
+	t, err := parseAction(op, r.URL.Query())
 	if err != nil {
 		s.fail(w, r, http.StatusBadRequest, err.Error())
 		return
@@ -569,7 +484,7 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, c who) {
 		return
 	}
 	op := r.PathValue("op")
-	t, err := parseTarget(op, r.PostForm)
+	t, err := parseAction(op, r.PostForm)
 	if err != nil {
 		s.fail(w, r, http.StatusBadRequest, err.Error())
 		return
@@ -629,8 +544,12 @@ func (s *Server) act(w http.ResponseWriter, r *http.Request, c who) {
 	}
 	msg, err := s.carryOut(ctx, p)
 	if err != nil {
+		status := http.StatusBadGateway
+		if errors.Is(err, ledger.ErrClosedPeriod) {
+			status = http.StatusConflict
+		}
 		msg := s.actionError(err)
-		s.render(w, r, http.StatusBadGateway, "result", c, resultData{Target: t, Entry: finish(ledger.AuditFailed, msg), Message: msg, Failed: true})
+		s.render(w, r, status, "result", c, resultData{Target: t, Entry: finish(ledger.AuditFailed, msg), Message: msg, Failed: true})
 		return
 	}
 	s.render(w, r, http.StatusOK, "result", c, resultData{Target: t, Entry: finish(ledger.AuditDone, msg), Message: msg})
@@ -644,10 +563,6 @@ func (s *Server) actionError(err error) string {
 		return "not found: " + err.Error()
 	case errors.As(err, &we):
 		return "payroll unavailable: " + err.Error()
-	case errors.Is(err, worker.ErrScopeBusy):
-		return err.Error()
-	case errors.Is(err, worker.ErrStillInPayroll):
-		return err.Error() + " (the console never pays twice: it has no --force)"
 	}
 	return err.Error()
 }

@@ -68,10 +68,10 @@ func text(ctx context.Context, t *testing.T, sel string) string {
 }
 
 // In a real browser: log in, see the batch the import created, open its
-// pay parts, revert it through the preview and the confirmation, see it
-// reverted and payroll (the sandbox) without its pay parts; the same form
-// submitted again changes nothing; a page and a form post from another
-// site are refused.
+// pay parts, revert it through the preview (the entries it touches, what
+// the reconciler plans) and the confirmation, see its pay parts deleted
+// and payroll (the sandbox) without them; the same form submitted again
+// changes nothing; a page and a form post from another site are refused.
 func TestBrowser_RevertABatch(t *testing.T) {
 	e := setup(t, testPassword)
 	ctx := browser(t)
@@ -108,8 +108,11 @@ func TestBrowser_RevertABatch(t *testing.T) {
 	if err := chromedp.Run(ctx, chromedp.Click(`#revert`, chromedp.ByQuery), chromedp.WaitVisible(`#confirm-button`, chromedp.ByQuery)); err != nil {
 		t.Fatal(err)
 	}
-	if s := text(ctx, t, "#delta"); !strings.Contains(s, "-") {
-		t.Errorf("the preview's delta shows no deletion:\n%s", s)
+	if s := text(ctx, t, "#entries"); !strings.Contains(s, "touches 6 entries") {
+		t.Errorf("the preview does not say which entries it touches:\n%s", s)
+	}
+	if s := text(ctx, t, "#plan"); !strings.Contains(s, "nothing to send") {
+		t.Errorf("the preview's plan: %s", s)
 	}
 	if e.holds() == 0 {
 		t.Fatal("the preview changed payroll")
@@ -120,17 +123,17 @@ func TestBrowser_RevertABatch(t *testing.T) {
 		chromedp.Click(`#confirm-button`, chromedp.ByQuery), chromedp.WaitVisible(`#result`, chromedp.ByQuery)); err != nil {
 		t.Fatal(err)
 	}
-	if s := text(ctx, t, "#result"); !strings.Contains(s, "reverted batches") {
+	if s := text(ctx, t, "#result"); !strings.Contains(s, fmt.Sprintf("revert batch %d: 6 entries touched; 7 deleted", e.batch)) {
 		t.Fatalf("result: %s", s)
 	}
 	if n := e.holds(); n != 0 {
 		t.Errorf("the sandbox still holds %d pay parts", n)
 	}
-	if err := chromedp.Run(ctx, chromedp.Navigate(fmt.Sprintf("%s/batches/%d", base, e.batch)), chromedp.WaitVisible(`#batch-state`, chromedp.ByQuery)); err != nil {
+	if err := chromedp.Run(ctx, chromedp.Navigate(fmt.Sprintf("%s/batches/%d", base, e.batch)), chromedp.WaitVisible(`#payparts`, chromedp.ByQuery)); err != nil {
 		t.Fatal(err)
 	}
-	if s := text(ctx, t, "#batch-state"); s != "reverted" {
-		t.Errorf("batch state %q, want reverted", s)
+	if s := text(ctx, t, "#payparts"); strings.Count(s, "deleted") != 7 || strings.Contains(s, "created") {
+		t.Errorf("the batch's pay parts are not all deleted:\n%s", s)
 	}
 	// The same form again (as a second click or a resubmit would send it).
 	resubmit := fmt.Sprintf(`document.body.insertAdjacentHTML('beforeend', %q); document.body.lastElementChild.submit();`, formHTML)

@@ -132,14 +132,17 @@ func TestConsole_ForgedPostRefused(t *testing.T) {
 
 // Reverting a batch through the preview and the confirmation deletes its
 // pay parts from payroll, once: the same form submitted again changes
-// nothing and says so; both are in the audit log.
+// nothing and says so; both are in the audit log. Reverted, a new revert
+// of it changes nothing either: nothing comes back, nothing is deleted
+// twice.
 func TestConsole_RevertOnce(t *testing.T) {
 	e := setup(t, testPassword)
 	c := e.client(t)
 	e.login(t, c)
 	before := e.holds()
 	preview := e.get(t, c, fmt.Sprintf("/actions/revert?batch=%d", e.batch))
-	if preview.code != http.StatusOK || !strings.Contains(preview.body, "yes: will be deleted") {
+	if preview.code != http.StatusOK || !strings.Contains(preview.body, `id="entries"`) || !strings.Contains(preview.body, "touches <strong>6</strong> entries") ||
+		!strings.Contains(preview.body, `id="plan"`) {
 		t.Fatalf("preview: %d\n%s", preview.code, preview.body)
 	}
 	if e.holds() != before {
@@ -147,7 +150,7 @@ func TestConsole_RevertOnce(t *testing.T) {
 	}
 	form := formOf(t, preview.body)
 	first := e.post(t, c, "/actions/revert", form, nil)
-	if first.code != http.StatusOK || !strings.Contains(first.body, "reverted batches") {
+	if first.code != http.StatusOK || !strings.Contains(first.body, fmt.Sprintf("revert batch %d: 6 entries touched; %d deleted, 0 created", e.batch, before)) {
 		t.Fatalf("confirm: %d\n%s", first.code, first.body)
 	}
 	if n := e.holds(); n != 0 {
@@ -157,17 +160,24 @@ func TestConsole_RevertOnce(t *testing.T) {
 	if second.code != http.StatusOK || !strings.Contains(second.body, "submitted before") {
 		t.Errorf("second submit: %d\n%s", second.code, second.body)
 	}
+	// The batch's pay parts are deleted (the delete is the reconciler's:
+	// the batch itself is not reverting or reverted any more).
 	b, _ := e.led.Batch(ctxOf(t), e.batch)
-	if b.State != paysync.BatchReverted {
-		t.Errorf("batch %d is %s", e.batch, b.State)
+	if b.Deleted != before || b.Created != 0 || b.Pending != 0 {
+		t.Errorf("batch %d after the revert: %d deleted, %d created, %d pending; want %d deleted", e.batch, b.Deleted, b.Created, b.Pending, before)
 	}
 	log, err := e.led.AuditLog(ctxOf(t), 0)
 	if err != nil || len(log) != 1 || log[0].Result != ledger.AuditDone || log[0].Actor != "console" || log[0].Scope != fmt.Sprintf("batch %d", e.batch) {
 		t.Errorf("audit log: %+v, %v", log, err)
 	}
-	// A fresh preview now finds nothing to do.
-	if r := e.get(t, c, fmt.Sprintf("/actions/revert?batch=%d", e.batch)); strings.Contains(r.body, `id="confirm"`) {
-		t.Errorf("a reverted batch still offers a confirmation:\n%s", r.body)
+	// Reverting it again (a fresh preview and confirmation) changes
+	// nothing in payroll: nothing is sent.
+	again := e.post(t, c, "/actions/revert", formOf(t, e.get(t, c, fmt.Sprintf("/actions/revert?batch=%d", e.batch)).body), nil)
+	if again.code != http.StatusOK || !strings.Contains(again.body, "0 deleted, 0 created") || e.holds() != 0 {
+		t.Errorf("revert again: %d, the sandbox holds %d\n%s", again.code, e.holds(), again.body)
+	}
+	if b2, _ := e.led.Batch(ctxOf(t), e.batch); b2.Deleted != before {
+		t.Errorf("batch %d after the second revert: %d deleted, want %d", e.batch, b2.Deleted, before)
 	}
 }
 
@@ -204,6 +214,32 @@ func TestConsole_ClosePeriod(t *testing.T) {
 	}
 	if r := e.get(t, c, "/actions/revert?period=2026-11"); r.code != http.StatusConflict || !strings.Contains(r.body, "reopen it first") {
 		t.Errorf("revert of a closed period: %d\n%s", r.code, r.body)
+	}
+	// A closed period is frozen: reverting its import is refused, and
+	// reverting its batch leaves payroll as it is.
+	before := e.holds()
+	if r := e.post(t, c, "/actions/revert", formOf(t, e.get(t, c, "/actions/revert?import=1").body), nil); r.code != http.StatusConflict ||
+		!strings.Contains(r.body, "reopen it first") || e.holds() != before {
+		t.Errorf("revert of an import of a closed period: %d, the sandbox holds %d, want %d\n%s", r.code, e.holds(), before, r.body)
+	}
+	if r := e.post(t, c, "/actions/revert", formOf(t, e.get(t, c, fmt.Sprintf("/actions/revert?batch=%d", e.batch)).body), nil); r.code != http.StatusOK || e.holds() != before {
+		t.Errorf("revert of a batch of a closed period: %d, the sandbox holds %d, want %d\n%s", r.code, e.holds(), before, r.body)
+	}
+	// Opened again, the period takes the batch's revert: its pay parts
+	// are deleted now.
+	if r := e.post(t, c, "/actions/open", formOf(t, e.get(t, c, "/actions/open?period=2026-11").body), nil); r.code != http.StatusOK || !strings.Contains(r.body, "opened again") {
+		t.Fatalf("open: %d\n%s", r.code, r.body)
+	}
+	if r := e.post(t, c, "/actions/revert", formOf(t, e.get(t, c, fmt.Sprintf("/actions/revert?batch=%d", e.batch)).body), nil); r.code != http.StatusOK || e.holds() != 0 {
+		t.Errorf("revert of the batch once its period is open: %d, the sandbox holds %d, want 0\n%s", r.code, e.holds(), r.body)
+	}
+	var actions []string
+	log, _ := e.led.AuditLog(ctxOf(t), 0)
+	for _, a := range log {
+		actions = append(actions, a.Action+" "+string(a.Result))
+	}
+	if got, want := strings.Join(actions, ", "), "revert done, open done, revert done, revert failed, close done"; got != want {
+		t.Errorf("audit log: %s, want %s", got, want)
 	}
 }
 
@@ -244,7 +280,7 @@ func TestConsole_NoSecretsRendered(t *testing.T) {
 
 // An import and a period are reverted through their previews as a batch
 // is; a period replayed afterwards is paid again (the entries stayed in
-// the ledger).
+// the ledger), once.
 func TestConsole_RevertImportAndPeriod(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -267,11 +303,15 @@ func TestConsole_RevertImportAndPeriod(t *testing.T) {
 				return
 			}
 			p := e.get(t, c, "/actions/replay?period=2026-11")
-			if !strings.Contains(p.body, "op-create") {
-				t.Fatalf("replay preview creates nothing:\n%s", p.body)
+			if p.code != http.StatusOK || !strings.Contains(p.body, "touches <strong>7</strong> entries") || e.holds() != 0 { // every entry dated in it, the one the rules skip too
+				t.Fatalf("replay preview: %d, the sandbox holds %d\n%s", p.code, e.holds(), p.body)
 			}
 			if r := e.post(t, c, "/actions/replay", formOf(t, p.body), nil); r.code != http.StatusOK || e.holds() != before {
 				t.Errorf("replay: %d, the sandbox holds %d, want %d\n%s", r.code, e.holds(), before, r.body)
+			}
+			// Replayed again: nothing is paid twice.
+			if r := e.post(t, c, "/actions/replay", formOf(t, e.get(t, c, "/actions/replay?period=2026-11").body), nil); r.code != http.StatusOK || e.holds() != before {
+				t.Errorf("replay again: %d, the sandbox holds %d, want %d\n%s", r.code, e.holds(), before, r.body)
 			}
 		})
 	}

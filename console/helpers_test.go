@@ -82,10 +82,15 @@ func setup(t testing.TB, password string) *env {
 	im := &worker.Importer{L: e.led, D: deliverer(), Mapper: mapper, Rules: rules, Wire: schema, BatchSize: 100}
 	csv, _ := examples.Files.ReadFile("toggl.csv")
 	rep, err := im.Import(ctx, paysync.SourceFile, "toggl.csv", csv)
-	if err != nil || len(rep.Batches) != 1 {
+	if err != nil {
 		t.Fatalf("import: %+v, %v", rep, err)
 	}
-	e.batch = rep.Batches[0]
+	// The reconcile after the import records its batches.
+	bs, err := e.led.BatchesOfSource(ctx, rep.ImportID)
+	if err != nil || len(bs) != 1 {
+		t.Fatalf("import %d: batches %+v, %v (report %+v)", rep.ImportID, bs, err, rep)
+	}
+	e.batch = bs[0].ID
 	e.rules, e.mapper, e.schema = rules, mapper, schema
 	if e.holds() == 0 {
 		t.Fatal("the sandbox holds no pay parts after the import")

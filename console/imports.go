@@ -54,6 +54,9 @@ func (s *Server) imports(w http.ResponseWriter, r *http.Request, c who) {
 	}
 	d := importsData{Filter: f, States: []paysync.SourceStatus{paysync.SourceCommitted, paysync.SourceRejected, paysync.SourceReceived}}
 	for _, src := range all {
+		if src.ID == 0 { // the reconciler's own source (its batches of no import), not an import
+			continue
+		}
 		if f.State != "" && string(src.Status) != f.State {
 			continue
 		}
@@ -83,8 +86,9 @@ type importData struct {
 	Import  ledger.Source
 	Batches []ledger.Batch
 	Rejects []ledger.Reject
-	// CanReplay: a batch of it is reverted (its entries can go to payroll
-	// again).
+	// CanReplay: its entries can count again, mapped with the current
+	// rules (a replay is a redo: of what was reverted, or under rules
+	// changed since); an import refused as a whole has none.
 	CanReplay bool
 }
 
@@ -109,9 +113,7 @@ func (s *Server) importPage(w http.ResponseWriter, r *http.Request, c who) {
 		s.fail(w, r, http.StatusInternalServerError, err.Error())
 		return
 	}
-	for _, b := range d.Batches {
-		d.CanReplay = d.CanReplay || (s.cfg.Actions != nil && src.Status != paysync.SourceRejected && b.State == paysync.BatchReverted)
-	}
+	d.CanReplay = s.cfg.Actions != nil && src.Status != paysync.SourceRejected
 	s.render(w, r, http.StatusOK, "import", c, d)
 }
 
@@ -146,7 +148,10 @@ type batchData struct {
 	ledger.BatchDetail
 	Import    ledger.Source
 	CanRevert bool
-	CanReplay bool // reverted: its entries can go to payroll again
+	// CanReplay: the entries behind its pay parts can count again, mapped
+	// with the current rules (those a revert of it excluded, or under
+	// rules changed since).
+	CanReplay bool
 }
 
 func (s *Server) batchPage(w http.ResponseWriter, r *http.Request, c who) {
@@ -162,7 +167,7 @@ func (s *Server) batchPage(w http.ResponseWriter, r *http.Request, c who) {
 		return
 	}
 	d := batchData{BatchDetail: bd, CanRevert: s.cfg.Actions != nil && bd.State != paysync.BatchReverted && bd.State != paysync.BatchSplit,
-		CanReplay: s.cfg.Actions != nil && bd.State == paysync.BatchReverted}
+		CanReplay: s.cfg.Actions != nil && bd.State != paysync.BatchSplit}
 	if bd.SourceID != 0 {
 		if d.Import, err = s.cfg.Ledger.Source(ctx, bd.SourceID); err != nil {
 			s.fail(w, r, http.StatusInternalServerError, err.Error())

@@ -26,6 +26,11 @@ type overviewData struct {
 	LastDeliveries []ledger.Attempt
 	Imports        []ledger.Source
 	ReadOnly       bool
+	// Plan is what the reconciler would send now (paysync plan's rows);
+	// PlanError says why it could not be planned.
+	Plan      []planRow
+	PlanNotes []string
+	PlanError string
 }
 
 // readiness runs the configured checks (the daemon's), else probes the
@@ -70,8 +75,39 @@ func (s *Server) overview(w http.ResponseWriter, r *http.Request, c who) {
 	for i, j := 0, len(d.LastDeliveries)-1; i < j; i, j = i+1, j-1 { // newest first
 		d.LastDeliveries[i], d.LastDeliveries[j] = d.LastDeliveries[j], d.LastDeliveries[i]
 	}
+	imports := d.Imports[:0]
+	for _, src := range d.Imports {
+		if src.ID != 0 { // the reconciler's own source, not an import
+			imports = append(imports, src)
+		}
+	}
+	d.Imports = imports
 	if len(d.Imports) > 10 {
 		d.Imports = d.Imports[:10]
 	}
+	d.Plan, d.PlanNotes, d.PlanError = s.currentPlan(ctx)
 	s.render(w, r, http.StatusOK, "overview", c, d)
+}
+
+// currentPlan is what the reconciler would send now, for every company
+// and period (paysync plan): planned with payroll's schema, so only a
+// console with a payroll connection has it. It records nothing.
+func (s *Server) currentPlan(ctx context.Context) ([]planRow, []string, string) {
+	a := s.cfg.Actions
+	if a == nil {
+		return nil, nil, "plan unavailable: this console has no payroll connection"
+	}
+	r, err := a.viewReconciler(ctx, s.cfg.Ledger)
+	if err != nil {
+		return nil, nil, "plan unavailable: " + s.actionError(err)
+	}
+	p, err := r.Plan(ctx, worker.PlanFilter{})
+	if err != nil {
+		return nil, nil, "plan unavailable: " + err.Error()
+	}
+	var notes []string
+	if p.Legacy > 0 {
+		notes = append(notes, legacyNote(p.Legacy))
+	}
+	return planRows(p), notes, ""
 }

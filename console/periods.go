@@ -42,7 +42,8 @@ type employeeCode struct {
 
 type periodData struct {
 	Scope  ledger.Scope
-	Query  string
+	Query  string // the revert's and replay's
+	Action string // what they name ("period 2026-11 of company 1")
 	Rows   []employeeCode
 	Status string
 }
@@ -95,7 +96,11 @@ func (s *Server) periodPage(w http.ResponseWriter, r *http.Request, c who) {
 			ec.Amount = ec.Amount.Add(p.Amount.Decimal)
 		}
 	}
-	d := periodData{Scope: sc, Query: t.values().Encode(), Status: "open"}
+	// Its actions take the period of every source (of the company, when
+	// one is named): a source's part of it is its import's.
+	at := t
+	at.Source = ""
+	d := periodData{Scope: sc, Query: at.values().Encode(), Action: at.String(), Status: "open"}
 	for _, ec := range by {
 		d.Rows = append(d.Rows, *ec)
 	}

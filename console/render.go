@@ -32,15 +32,6 @@ var funcs = template.FuncMap{
 		return d.Decimal.String()
 	},
 	"dec": func(d decimal.Decimal) string { return d.String() },
-	"signed": func(d decimal.NullDecimal) string {
-		switch {
-		case !d.Valid:
-			return "–"
-		case d.Decimal.IsPositive():
-			return "+" + d.Decimal.String()
-		}
-		return d.Decimal.String()
-	},
 	"utc": func(t time.Time) string {
 		if t.IsZero() {
 			return "–"

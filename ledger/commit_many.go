@@ -164,6 +164,23 @@ func (s *stmts) queryRow(q string, args ...any) *sql.Row {
 	return st.QueryRowContext(s.ctx, args...)
 }
 
+// query runs a prepared q.
+func (s *stmts) query(q string, args ...any) (*sql.Rows, error) {
+	if err := s.cancelled(); err != nil {
+		return nil, err
+	}
+	st, err := s.get(q)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(s.ctx, args...)
+}
+
+// QueryContext makes stmts a querier (ctx is its own).
+func (s *stmts) QueryContext(_ context.Context, q string, args ...any) (*sql.Rows, error) {
+	return s.query(q, args...)
+}
+
 func (s *stmts) close() {
 	for _, st := range s.m {
 		st.Close()

@@ -92,7 +92,7 @@ func (l *Ledger) Unabsorbed(ctx context.Context, limit int) ([]Unabsorbed, error
 		return out, nil
 	}
 	if err := scan(`SELECT e.id, 0, 0, e.source_id, s.name, e.line, e.content_hash, e.data
-		FROM entries e JOIN sources s ON s.id = e.source_id WHERE e.note = ? ORDER BY e.id LIMIT ?`, HeldNote, limit); err != nil {
+		FROM entries e JOIN sources s ON s.id = e.source_id WHERE e.note = 'held' AND e.status = 'mapped' ORDER BY e.id LIMIT ?`, limit); err != nil {
 		return nil, fmt.Errorf("ledger: held entries: %w", err)
 	}
 	if len(out) > 0 {
@@ -139,21 +139,41 @@ func (l *Ledger) Absorb(ctx context.Context, as []Absorbed) error {
 					return err
 				}
 			default:
-				res, err := st.exec(`UPDATE entries SET note = ? WHERE id = ? AND note = ? AND content_hash = ?`, a.Note, a.Entry, HeldNote, a.Hash)
+				res, err := st.exec(`UPDATE entries SET note = ?, status = ?, excluded = 0 WHERE id = ? AND note = ? AND content_hash = ?`, a.Note, a.Status, a.Entry, HeldNote, a.Hash)
 				if err != nil {
 					return err
 				}
 				if n, _ := res.RowsAffected(); n == 0 {
 					continue
 				}
+				var earlier bool
+				if err := st.queryRow(`SELECT EXISTS (SELECT 1 FROM versions WHERE entry = ?)`, a.Entry).Scan(&earlier); err != nil {
+					return err
+				}
 				if version, err = d.addVersion(a); err != nil {
 					return err
 				}
+				if !earlier {
+					// An entry's first version: it counts when it was
+					// mapped and its import is not reverted (the common
+					// case, without recount's reads).
+					reverted, err := d.reverted(a.SourceID)
+					if err != nil {
+						return err
+					}
+					if err := d.addLinesCounting(version, a.Lines, a.Status == paysync.EntryMapped && !reverted); err != nil {
+						return err
+					}
+					if a.Reject != nil {
+						if err := d.reject(a); err != nil {
+							return err
+						}
+					}
+					continue
+				}
 			}
 			if a.Reject != nil {
-				r := a.Reject
-				if _, err := st.exec(`INSERT INTO rejects (source_id, entry_id, line, field, message, hint, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-					a.SourceID, r.EntryID, r.Line, r.Field, r.Message, r.Hint, d.now); err != nil {
+				if err := d.reject(a); err != nil {
 					return err
 				}
 			}
@@ -192,6 +212,7 @@ type desired struct {
 	deltas  map[int64]*groupDelta
 	entries map[int64]bool
 	legacy  []int64 // entries from before whose pay parts are tied to their groups
+	rev     map[int64]bool
 }
 
 type groupDelta struct {
@@ -200,7 +221,7 @@ type groupDelta struct {
 }
 
 func newDesired(st *stmts) *desired {
-	return &desired{st: st, now: time.Now().UTC().Format(tsLayout), groups: map[GroupKey]int64{}, deltas: map[int64]*groupDelta{}, entries: map[int64]bool{}}
+	return &desired{st: st, now: time.Now().UTC().Format(tsLayout), groups: map[GroupKey]int64{}, deltas: map[int64]*groupDelta{}, entries: map[int64]bool{}, rev: map[int64]bool{}}
 }
 
 func (d *desired) touch(entry int64) { d.entries[entry] = true }
@@ -218,22 +239,55 @@ func (d *desired) addVersion(a Absorbed) (int64, error) {
 
 // addLines stores a version's lines (not counting yet: recount decides).
 func (d *desired) addLines(version int64, lines []NewLine) error {
+	return d.addLinesCounting(version, lines, false)
+}
+
+// addLinesCounting stores a version's lines, counting when counts (the
+// caller decided as recount would: a new entry's first version).
+func (d *desired) addLinesCounting(version int64, lines []NewLine, counts bool) error {
 	for i, ln := range lines {
 		g, err := d.group(ln)
 		if err != nil {
 			return err
 		}
-		if _, err := d.st.exec(`INSERT INTO lines (version, seq, group_id, seconds, units, amount, counts) VALUES (?, ?, ?, ?, ?, ?, 0)`,
-			version, i, g, decText(ln.Seconds), decText(ln.Units), decText(ln.Amount)); err != nil {
+		seconds, units, amount := decText(ln.Seconds), decText(ln.Units), decText(ln.Amount)
+		if _, err := d.st.exec(`INSERT INTO lines (version, seq, group_id, seconds, units, amount, counts) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+			version, i, g, seconds, units, amount, counts); err != nil {
 			return err
+		}
+		if counts {
+			d.addDec(g, ln.Seconds, ln.Units, ln.Amount, 1)
 		}
 	}
 	return nil
 }
 
+// reject records why the rules refuse a version.
+func (d *desired) reject(a Absorbed) error {
+	r := a.Reject
+	_, err := d.st.exec(`INSERT INTO rejects (source_id, entry_id, line, field, message, hint, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		a.SourceID, r.EntryID, r.Line, r.Field, r.Message, r.Hint, d.now)
+	return err
+}
+
+// reverted reports whether import source is reverted (cached for the
+// transaction).
+func (d *desired) reverted(source int64) (bool, error) {
+	if r, ok := d.rev[source]; ok {
+		return r, nil
+	}
+	var r bool
+	if err := d.st.queryRow(`SELECT reverted FROM sources WHERE id = ?`, source).Scan(&r); err != nil {
+		return false, err
+	}
+	d.rev[source] = r
+	return r, nil
+}
+
+
 // dropLines removes a version's lines (they stop counting first).
 func (d *desired) dropLines(version int64) error {
-	rows, err := d.st.tx.QueryContext(d.st.ctx, `SELECT group_id, seconds, units, amount FROM lines WHERE version = ? AND counts = 1`, version)
+	rows, err := d.st.query(`SELECT group_id, seconds, units, amount FROM lines WHERE version = ? AND counts = 1`, version)
 	if err != nil {
 		return err
 	}
@@ -293,20 +347,22 @@ func (d *desired) group(ln NewLine) (int64, error) {
 
 // add adds (sign 1) or removes (-1) a line's quantities to its group.
 func (d *desired) add(lr lineRow, sign int) {
-	g := d.deltas[lr.group]
+	d.addDec(lr.group, textDec(lr.seconds), textDec(lr.units), textDec(lr.amount), sign)
+}
+
+func (d *desired) addDec(group int64, seconds, units, amount decimal.NullDecimal, sign int) {
+	g := d.deltas[group]
 	if g == nil {
 		g = &groupDelta{}
-		d.deltas[lr.group] = g
+		d.deltas[group] = g
 	}
 	s := decimal.NewFromInt(int64(sign))
 	for _, x := range []struct {
 		to *decimal.Decimal
-		v  sql.NullString
-	}{{&g.seconds, lr.seconds}, {&g.units, lr.units}, {&g.amount, lr.amount}} {
+		v  decimal.NullDecimal
+	}{{&g.seconds, seconds}, {&g.units, units}, {&g.amount, amount}} {
 		if x.v.Valid {
-			if v, err := decimal.NewFromString(x.v.String); err == nil {
-				*x.to = x.to.Add(v.Mul(s))
-			}
+			*x.to = x.to.Add(x.v.Decimal.Mul(s))
 		}
 	}
 	g.lines += sign
@@ -328,7 +384,7 @@ func (d *desired) recount(entry int64) error {
 		return err
 	}
 	counts := cur.Valid && status == string(paysync.EntryMapped) && excluded == 0
-	rows, err := d.st.tx.QueryContext(d.st.ctx, `SELECT l.version, l.seq, l.group_id, l.seconds, l.units, l.amount, l.counts
+	rows, err := d.st.query(`SELECT l.version, l.seq, l.group_id, l.seconds, l.units, l.amount, l.counts
 		FROM lines l JOIN versions v ON v.id = l.version WHERE v.entry = ?`, entry)
 	if err != nil {
 		return err

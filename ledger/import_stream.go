@@ -495,7 +495,7 @@ func (c *importCommit) run(format, hash string, size int64, first []byte, duplic
 	}
 	if s.nDropped > 0 {
 		// Entries that went only into pay parts that were dropped.
-		if _, err := c.exec(`UPDATE %sentries SET status = 'rejected' WHERE status = 'mapped'
+		if _, err := c.exec(`UPDATE %sentries SET status = 'rejected', note = '' WHERE status = 'mapped'
 			AND seq IN (SELECT l.entry FROM %slinks l JOIN %sdropped d ON d.idx = l.part)
 			AND seq NOT IN (SELECT l.entry FROM %slinks l JOIN %sparts p ON p.idx = l.part)`); err != nil {
 			return err

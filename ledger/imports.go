@@ -160,7 +160,7 @@ func (in *ImportIntent) settle() {
 	}
 	for _, seq := range in.dropped {
 		if e := &in.Entries[seq-1]; e.Status == paysync.EntryMapped && !kept[e.Entry.ID] {
-			e.Status = paysync.EntryRejected
+			e.Status, e.Note = paysync.EntryRejected, ""
 		}
 	}
 }

@@ -105,10 +105,34 @@ func (l *Ledger) Groups(ctx context.Context, f GroupFilter) ([]Group, error) {
 	if err := rows.Close(); err != nil {
 		return nil, fmt.Errorf("ledger: groups: %w", err)
 	}
-	for i := range out {
-		if out[i].Live, err = liveOfGroup(ctx, l.rdb, out[i].ID); err != nil {
+	if len(out) == 0 {
+		return out, nil
+	}
+	// Their live pay parts in one read (the page's id range).
+	at := make(map[int64]int, len(out))
+	for i, g := range out {
+		at[g.ID] = i
+	}
+	rows, err = l.rdb.QueryContext(ctx, `SELECT p.group_id, p.id, p.batch_id, b.state, p.state, coalesce(p.payroll_id, ''), p.units, p.rate, p.amount
+		FROM pay_parts p JOIN batches b ON b.id = p.batch_id WHERE p.group_id BETWEEN ? AND ? AND `+livePartsWhere+` ORDER BY p.id`, out[0].ID, out[len(out)-1].ID)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: groups: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var g int64
+		var lp LiveGroupPart
+		var units, rate, amount sql.NullString
+		if err := rows.Scan(&g, &lp.ID, &lp.BatchID, &lp.BatchState, &lp.State, &lp.PayrollID, &units, &rate, &amount); err != nil {
 			return nil, fmt.Errorf("ledger: groups: %w", err)
 		}
+		if i, ok := at[g]; ok {
+			lp.Units, lp.Rate, lp.Amount = textDec(units), textDec(rate), textDec(amount)
+			out[i].Live = append(out[i].Live, lp)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger: groups: %w", err)
 	}
 	return out, nil
 }
@@ -187,7 +211,7 @@ func (l *Ledger) ApplyPlan(ctx context.Context, company string, source int64, ch
 				stale++
 				continue
 			}
-			live, err := liveOfGroup(ctx, tx, c.Group)
+			live, err := liveOfGroup(ctx, st, c.Group)
 			if err != nil {
 				return err
 			}

@@ -66,7 +66,7 @@ func (im *Importer) ImportAll(ctx context.Context, led SourceBatches, inputs []I
 			return sum, err
 		}
 		var runErr error
-		if err := im.applyCorrections(ctx, rep); err != nil {
+		if err := im.applyCorrections(ctx, &rep); err != nil {
 			return sum, err
 		}
 		if rep.ImportID != 0 {

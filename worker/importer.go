@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 
 	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/ledger"
@@ -17,6 +18,7 @@ type ImportLedger interface {
 	SourceByHash(ctx context.Context, hash string) (ledger.Source, bool, error)
 	BeginImport(ctx context.Context, in ledger.StreamImport) (*ledger.StagedImport, error)
 	OpenBatches(ctx context.Context, sourceID int64) ([]ledger.Batch, error)
+	Items(ctx context.Context, batchID int64) ([]ledger.Item, error)
 	ReconcileLedger
 }
 
@@ -118,7 +120,7 @@ func (im *Importer) ImportFrom(ctx context.Context, kind paysync.SourceKind, nam
 	if err != nil || rep.ImportID == 0 {
 		return rep, err
 	}
-	if err := im.applyCorrections(ctx, rep); err != nil {
+	if err := im.applyCorrections(ctx, &rep); err != nil {
 		return rep, err
 	}
 	_, err = im.deliverOpen(ctx, rep.ImportID)
@@ -132,17 +134,34 @@ type Delta struct {
 	Created  []paysync.PlannedPayPart  `json:"created"`
 }
 
-// applyCorrections applies the pending corrections before an import's
-// batches are delivered (a correction's batches are its import's): those
-// the import recorded, and those an earlier run recorded and died before
-// applying (the same file again is a duplicate, yet finishes them). With
-// nothing pending it is one indexed read.
-func (im *Importer) applyCorrections(ctx context.Context, rep Report) error {
-	if rep.ImportID == 0 {
+// applyCorrections takes what the import (and an earlier run that died
+// before this step) recorded into the desired state and records the
+// reconciler's plan, ledger first: nothing is sent yet. The import's
+// report counts the pay parts planned. With nothing new it is a few
+// indexed reads.
+func (im *Importer) applyCorrections(ctx context.Context, rep *Report) error {
+	if rep.ImportID == 0 || im.Mapper == nil {
 		return nil
 	}
-	_, err := im.Reconciler().Apply(ctx, rep.ImportID)
-	return err
+	bs, err := im.Reconciler().Apply(ctx, rep.ImportID)
+	if err != nil {
+		return err
+	}
+	for _, b := range bs {
+		items, err := im.L.Items(ctx, b)
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			if it.State == paysync.PartPending {
+				rep.PayParts++
+			}
+		}
+		if !slices.Contains(rep.Batches, b) {
+			rep.Batches = append(rep.Batches, b)
+		}
+	}
+	return nil
 }
 
 // deliverOpen delivers an import's batches still open (also those an
@@ -306,7 +325,7 @@ func (im *Importer) stream(ctx context.Context, kind paysync.SourceKind, name st
 		return rep, nil
 	}
 	rep.ImportID, rep.Batches, rep.Removed, rep.RetryOf = c.SourceID, c.BatchIDs, c.Removed, c.RetryOf
-	return rep, nil
+	return rep, im.applyCorrections(ctx, &rep)
 }
 
 // stageEntries reads a file in chunks, in memory that does not grow with

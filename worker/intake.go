@@ -196,9 +196,9 @@ type sourceIntake struct {
 	period    *PeriodStatement
 	periods   map[paysync.Period]bool
 	companies []string // the statement's (addCompany)
-	// hold records mapped entries as held, without pay parts: the cutoff
-	// (PAYSYNC_SEND=cutoff) plans each period's held entries into its
-	// aggregated pay parts.
+	// hold records mapped entries as held, without pay parts: the
+	// reconciler takes them into the desired state and plans their groups
+	// (every commit; only a preview plans pay parts here).
 	hold bool
 }
 
@@ -357,7 +357,7 @@ func (s *sourceIntake) record(out entryOutcome) error {
 	if out.row.Status == paysync.EntryMapped {
 		s.rep.Mapped++
 		if s.hold {
-			out.row.Note, out.lines = ledger.HeldNote, nil
+			out.row.Note = ledger.HeldNote
 		}
 	}
 	var seq int64
@@ -402,6 +402,9 @@ func (s *sourceIntake) add(placed []mapping.Placed) {
 			if s.keep() {
 				s.w.DropPayPart(pl.Index)
 			}
+		case s.hold:
+			// Held for the reconciler: the pay parts it plans are the
+			// group's; these only checked the entries' lines.
 		case s.keep():
 			s.w.AddPayPart(pl.Index, pl.PayPart)
 			s.rep.PayParts++

@@ -51,7 +51,7 @@ func Redrive(ctx context.Context, l RedriveLedger, im *Importer, src ledger.Sour
 	if err := linkRedrive(ctx, l, rep, src.ID); err != nil || rep.ImportID == 0 {
 		return rep, err
 	}
-	if err := im.applyCorrections(ctx, rep); err != nil {
+	if err := im.applyCorrections(ctx, &rep); err != nil {
 		return rep, err
 	}
 	n, err := im.deliverOpen(ctx, rep.ImportID)

@@ -185,13 +185,13 @@ func demoCorrection(ctx context.Context, s *session, sb *sandbox.Server, rules *
 	}
 	after := held()
 
-	step(9, "what the correction did (paysync corrections show 1)")
-	us, err := s.led.ListCorrections(ctx, ledger.CorrectionFilter{})
+	step(9, "what the correction did (paysync corrections --import 2)")
+	us, err := s.led.ListCorrections(ctx, ledger.CorrectionFilter{SourceID: 2})
 	if err != nil {
 		return err
 	}
 	if len(us) != 1 {
-		return fmt.Errorf("demo: %d correction units, want 1", len(us))
+		return fmt.Errorf("demo: %d plans of import 2, want 1", len(us))
 	}
 	detail, err := s.led.CorrectionDetail(ctx, us[0].ID)
 	if err != nil {

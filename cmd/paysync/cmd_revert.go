@@ -5,7 +5,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/paysync/paysync/ledger"
 	"github.com/paysync/paysync/mapping"
 	"github.com/paysync/paysync/worker"
-	"github.com/paysync/paysync/worker/stream"
 )
 
 // parseInterspersed parses flags that may come after positional arguments.

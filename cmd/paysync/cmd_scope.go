@@ -2,12 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 
-	"github.com/paysync/paysync"
-	"github.com/paysync/paysync/ledger"
-	"github.com/paysync/paysync/mapping"
 	"github.com/paysync/paysync/worker"
 )
 

@@ -17,6 +17,7 @@ CREATE TABLE versions (
 );
 CREATE INDEX versions_entry ON versions (entry, source_id);
 CREATE INDEX versions_source ON versions (source_id);
+CREATE INDEX versions_pending ON versions (id) WHERE pending = 1;
 
 CREATE TABLE groups (
   id            INTEGER PRIMARY KEY,
