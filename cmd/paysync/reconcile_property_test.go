@@ -14,18 +14,21 @@ package main
 //
 // Configuration (environment, no -args needed):
 //
-//	PAYSYNC_PROPERTY_SEEDS   seeds to run: "7", "1,4,9" or "1-20" (default 1-40)
+//	PAYSYNC_PROPERTY_SEEDS   seeds to run: "7", "1,4,9" or "1-20" (default 1-20)
 //	PAYSYNC_PROPERTY_STEPS   operations per seed (default 25)
 //	PAYSYNC_PROPERTY_OPS     only these operation kinds, comma separated (default all):
 //	                         import statement revert-import replay-import revert-batch
 //	                         replay-batch revert-period replay-period close open rules
-//	PAYSYNC_PROPERTY_BUDGET  no new seed is started after this long (default 35s)
+//	PAYSYNC_PROPERTY_BUDGET  no new seed is started after this long (default 40s)
 //	PAYSYNC_PROPERTY_DETAILS how many failing seeds print their whole sequence (default 3)
 //
-// A failing seed prints its operation sequence (with each import file's
-// content and each command's exit code and output), the group that
-// differs (payroll's pay parts against the model's entries behind the
-// expected total) and the command that replays exactly that seed.
+// A seed stops at its first difference (or a usage error, or a panic of
+// paysync, which is caught and reported). A failing seed prints its
+// operation sequence (with each import file's content and each command's
+// exit code and output), the groups that differ (payroll's pay parts
+// against the model's entries behind the expected total), the model's
+// entries, the ledger's batches and the command that replays exactly that
+// seed; the test ends with one line per failing seed.
 //
 // # How pay parts are put in groups
 //
@@ -93,6 +96,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -560,7 +564,21 @@ type propRun struct {
 
 func (r *propRun) cli(args ...string) result {
 	r.t.Helper()
-	res := runInProcess(r.t, r.env, args...)
+	var res result
+	var panicked any
+	var stack []byte
+	func() {
+		defer func() {
+			if panicked = recover(); panicked != nil {
+				stack = debug.Stack()
+			}
+		}()
+		res = runInProcess(r.t, r.env, args...)
+	}()
+	if panicked != nil {
+		r.last = result{code: -1, stderr: fmt.Sprintf("panic: %v", panicked)}
+		r.fail(fmt.Sprintf("paysync %s panicked: %v\n\n%s", strings.Join(args, " "), panicked, stack))
+	}
 	if res.code == 2 || strings.Contains(res.stderr, "panic:") || strings.Contains(res.stderr, "goroutine ") {
 		r.fail(fmt.Sprintf("paysync %s: exit %d (a usage error is a bug of this test)\n%s%s", strings.Join(args, " "), res.code, res.stdout, res.stderr))
 	}
@@ -1180,7 +1198,7 @@ func (r *propRun) check(step int, op propOp) {
 func propEnvList(t *testing.T) []int64 {
 	spec := os.Getenv("PAYSYNC_PROPERTY_SEEDS")
 	if spec == "" {
-		spec = "1-40"
+		spec = "1-20"
 	}
 	var seeds []int64
 	for _, part := range strings.Split(spec, ",") {
@@ -1237,7 +1255,7 @@ func TestReconcile_Property(t *testing.T) {
 		}
 		details = n
 	}
-	budget := 35 * time.Second
+	budget := 40 * time.Second
 	if s := os.Getenv("PAYSYNC_PROPERTY_BUDGET"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil {
