@@ -548,10 +548,8 @@ func (c *importCommit) statement() error {
 			SELECT e.id, ?, 0, '`+statementHash+`', json_object('id', e.entry_id, 'deleted', json('true')), 'pending', ? FROM entries e
 			WHERE e.origin = ? AND e.entry_date BETWEEN ? AND ? AND e.status = 'mapped'
 				AND e.entry_id NOT IN (SELECT entry_id FROM %sseen)
-				AND NOT EXISTS (SELECT 1 FROM closed_periods cp WHERE e.entry_date BETWEEN cp.first_day AND cp.last_day)
-				AND EXISTS (SELECT 1 FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id
-					WHERE pe.entry_id = e.id AND p.state IN ('pending', 'created') AND p.superseded_by IS NULL
-					AND p.company_id IN (SELECT value FROM json_each(?)))
+				AND EXISTS (SELECT 1 FROM versions v JOIN lines l ON l.version = v.id JOIN groups g ON g.id = l.group_id
+					WHERE v.entry = e.id AND l.counts = 1 AND g.company_id IN (SELECT value FROM json_each(?)))
 				AND coalesce((SELECT k.content_hash FROM entry_corrections k WHERE k.entry = e.id AND k.state = 'pending' ORDER BY k.id DESC LIMIT 1), '') <> '`+statementHash+`'
 			ORDER BY e.id`, c.source, c.now, st.Origin, p.First().Format(time.DateOnly), p.Last().Format(time.DateOnly), st.companiesJSON())
 		if err != nil {

@@ -333,6 +333,9 @@ func targetEntries(sc Target) (string, []any) {
 		return `SELECT entry FROM versions WHERE source_id = ? UNION SELECT id FROM entries WHERE source_id = ? AND note = 'held'
 			UNION SELECT entry FROM entry_corrections WHERE source_id = ? AND state = 'pending'`, []any{sc.Import, sc.Import, sc.Import}
 	case len(sc.Batches) > 0:
+		// The entries behind the batches' live pay parts: those counting
+		// in their groups (and, from before the desired state, those
+		// linked to them), and those the batches' revert excluded.
 		in := placeholders(len(sc.Batches))
 		var args []any
 		for range 3 {
@@ -341,9 +344,10 @@ func targetEntries(sc Target) (string, []any) {
 			}
 		}
 		return `SELECT v.entry FROM lines l JOIN versions v ON v.id = l.version WHERE l.counts = 1 AND l.group_id IN (
-				SELECT group_id FROM pay_parts WHERE batch_id IN (` + in + `) AND group_id IS NOT NULL)
+				SELECT p.group_id FROM pay_parts p JOIN batches b ON b.id = p.batch_id WHERE p.batch_id IN (` + in + `) AND p.group_id IS NOT NULL AND ` + livePartsWhere + `)
 			UNION SELECT id FROM entries WHERE excluded IN (` + in + `)
-			UNION SELECT pe.entry_id FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id WHERE p.batch_id IN (` + in + `)`, args
+			UNION SELECT pe.entry_id FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id JOIN batches b ON b.id = p.batch_id
+				WHERE p.batch_id IN (` + in + `) AND ` + livePartsWhere, args
 	case sc.Period != nil:
 		first, last := sc.Period.First().Format(time.DateOnly), sc.Period.Last().Format(time.DateOnly)
 		if sc.Company != "" {
@@ -380,17 +384,8 @@ const openEntryRow = `NOT EXISTS (SELECT 1 FROM closed_periods c WHERE entries.e
 func (l *Ledger) Revert(ctx context.Context, sc Target) (int, error) {
 	return l.change(ctx, "revert "+sc.String(), sc, func(st *stmts, sub string, args []any) error {
 		if sc.Import != 0 {
-			// An import whose entries are all in closed periods, or
-			// partly: only the open ones fall back (the version stays
-			// current for the closed ones through their exclusion being
-			// impossible): refused when it touches a closed period.
-			var closed int
-			if err := st.queryRow(`SELECT count(*) FROM entries e WHERE e.id IN (`+sub+`) AND NOT `+openEntry, args...).Scan(&closed); err != nil {
-				return err
-			}
-			if closed > 0 {
-				return fmt.Errorf("%w: %d of its entries are dated in a closed period; reopen it first (paysync periods open)", ErrClosedPeriod, closed)
-			}
+			// Its versions stop counting; groups of a closed period are
+			// frozen (their change is late: listed, never sent there).
 			_, err := st.exec(`UPDATE sources SET reverted = 1 WHERE id = ?`, sc.Import)
 			return err
 		}

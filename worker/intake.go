@@ -96,14 +96,14 @@ func (s *entryStep) take(ctx context.Context, e paysync.Entry, known map[string]
 	// again, whatever its content.
 	if k, ok := known[key]; ok && k.Status != paysync.EntryRejected && (k.Live || k.Status != paysync.EntryMapped) {
 		if k.Hash == h || (asSent != "" && k.Hash == asSent) {
-			return entryOutcome{verdict: entryDuplicate}, nil
+			// Listed again as it is: a version of this import too, so
+			// that reverting the import it came from keeps it counting.
+			return entryOutcome{verdict: entryDuplicate, row: ledger.NewEntry{Entry: e, Hash: k.Hash, Data: data, Status: paysync.EntryMapped, Origin: s.origin}}, nil
 		}
 		if k.Status == paysync.EntryMapped {
-			if p := closedCorrection(s.closed, e, k.Date); p != nil {
-				return refused(p), nil
-			}
-			// A correction: it supersedes the version paid (the
-			// corrector replaces the pay parts it is in).
+			// A correction: a new version of the entry. One dated in a
+			// closed period is recorded all the same; its group there is
+			// frozen (a late change, listed by paysync plan, never sent).
 			return entryOutcome{verdict: entryCorrection, row: ledger.NewEntry{Entry: e, Hash: h, Data: data, Status: paysync.EntryMapped, Origin: s.origin}}, nil
 		}
 	}
@@ -119,27 +119,6 @@ func (s *entryStep) take(ctx context.Context, e paysync.Entry, known map[string]
 }
 
 func refused(p error) entryOutcome { return entryOutcome{verdict: entryRefused, problem: p} }
-
-// closedCorrection is the problem of a correction of e, paid with the
-// date paidOn, when either version is dated in a closed period (nil when
-// neither is).
-func closedCorrection(closed []ledger.ClosedPeriod, e paysync.Entry, paidOn string) *mapping.Problem {
-	for _, d := range []string{paidOn, e.Date} {
-		c, ok := ledger.ClosedOn(closed, d)
-		if !ok {
-			continue
-		}
-		what := "corrects an entry"
-		if e.Deleted {
-			what = "deletes an entry"
-		}
-		return &mapping.Problem{Source: e.Source, Line: e.Line, EntryID: e.ID, Field: "date",
-			Msg: fmt.Sprintf("%s dated %s, in period %s, closed on %s: a correction to a closed period is refused",
-				what, d, c.Period, c.ClosedAt.UTC().Format("2006-01-02 15:04 UTC")),
-			Hint: fmt.Sprintf("send the difference as a new entry in an open period, or reopen it (paysync periods open %s)", c.Period)}
-	}
-	return nil
-}
 
 // mapEntry maps e: taken as mapped (with its lines), skipped (and why), or
 // rejected (its problem); a transient failure is an error.
@@ -337,6 +316,9 @@ func (s *sourceIntake) record(out entryOutcome) error {
 	switch out.verdict {
 	case entryDuplicate:
 		s.rep.Duplicates++
+		if s.keep() && s.hold && out.row.Data != nil {
+			s.w.AddCorrection(out.row, out.row.Data)
+		}
 		return nil
 	case entryRefused:
 		s.problem(ledger.PhaseEntry, out.problem)
