@@ -48,6 +48,10 @@ type LiveGroupPart struct {
 // livePartsWhere selects the live pay parts (p) of their batch (b).
 const livePartsWhere = `p.superseded_by IS NULL AND (p.state = 'created' OR (p.state = 'pending' AND b.state IN ('pending', 'sending', 'failed')))`
 
+// heldPartsWhere selects the pay parts (p) of their batch (b) payroll
+// holds or will: live, or replaced by a plan whose delete is still to come.
+const heldPartsWhere = `(p.state = 'created' OR (p.state = 'pending' AND p.superseded_by IS NULL AND b.state IN ('pending', 'sending', 'failed')))`
+
 // frozenGroup is true for a group (g) of a closed period.
 const frozenGroup = `EXISTS (SELECT 1 FROM closed_periods c WHERE c.first_day <= g.last_day AND c.last_day >= g.first_day)`
 
@@ -344,10 +348,10 @@ func targetEntries(sc Target) (string, []any) {
 			}
 		}
 		return `SELECT v.entry FROM lines l JOIN versions v ON v.id = l.version WHERE l.counts = 1 AND l.group_id IN (
-				SELECT p.group_id FROM pay_parts p JOIN batches b ON b.id = p.batch_id WHERE p.batch_id IN (` + in + `) AND p.group_id IS NOT NULL AND ` + livePartsWhere + `)
+				SELECT p.group_id FROM pay_parts p JOIN batches b ON b.id = p.batch_id WHERE p.batch_id IN (` + in + `) AND p.group_id IS NOT NULL AND ` + heldPartsWhere + `)
 			UNION SELECT id FROM entries WHERE excluded IN (` + in + `)
 			UNION SELECT pe.entry_id FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id JOIN batches b ON b.id = p.batch_id
-				WHERE p.batch_id IN (` + in + `) AND ` + livePartsWhere, args
+				WHERE p.batch_id IN (` + in + `) AND ` + heldPartsWhere, args
 	case sc.Period != nil:
 		first, last := sc.Period.First().Format(time.DateOnly), sc.Period.Last().Format(time.DateOnly)
 		if sc.Company != "" {
@@ -410,6 +414,12 @@ func (l *Ledger) Replay(ctx context.Context, sc Target) (int, error) {
 			if _, err := st.exec(`UPDATE sources SET reverted = 0 WHERE id = ?`, sc.Import); err != nil {
 				return err
 			}
+			// Its entries whose current version it is count again (a
+			// later import's version stays what counts for the others).
+			_, err := st.exec(`UPDATE entries SET excluded = 0 WHERE excluded <> 0 AND id IN (`+sub+`) AND `+openEntryRow+`
+				AND (SELECT v.source_id FROM versions v JOIN sources s ON s.id = v.source_id WHERE v.entry = entries.id AND s.reverted = 0 AND v.pending = 0
+					ORDER BY v.source_id DESC, v.id DESC LIMIT 1) = ?`, append(args, sc.Import)...)
+			return err
 		}
 		_, err := st.exec(`UPDATE entries SET excluded = 0 WHERE excluded <> 0 AND id IN (`+sub+`) AND `+openEntryRow, args...)
 		return err

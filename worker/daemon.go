@@ -159,9 +159,10 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 		if d.rec.Mapper == nil { // not before the start-up reads
 			return 0, nil
 		}
-		if cfg.Cutoff != nil {
-			// Planned only at the cutoff; taken into the desired state now.
-			return d.rec.Absorb(ctx)
+		if cfg.Cutoff != nil || d.pipe.Merge != nil {
+			// Reconciled by its trigger: the cutoff's schedule, or soon
+			// after entries are held (debounced by the linger).
+			return 0, nil
 		}
 		bs, err := d.rec.Apply(ctx, 0)
 		return len(bs), err

@@ -96,6 +96,11 @@ type Preview struct {
 // Preview shows op before it is run; it changes nothing.
 func (o *Operations) Preview(ctx context.Context, op Operation) (Preview, error) {
 	pv := Preview{Op: op}
+	// What intake recorded is taken in first (nothing is sent), so that
+	// the operation sees every entry.
+	if _, err := o.R.Absorb(ctx); err != nil {
+		return pv, err
+	}
 	var err error
 	if pv.Entries, err = o.L.TargetEntries(ctx, op.Target); err != nil {
 		return pv, err
@@ -108,6 +113,9 @@ func (o *Operations) Preview(ctx context.Context, op Operation) (Preview, error)
 // and (with D) sent. Run again, it changes nothing more; after a crash it
 // finishes what is left.
 func (o *Operations) Run(ctx context.Context, op Operation) (entries int, batches []int64, err error) {
+	if _, err := o.R.Absorb(ctx); err != nil {
+		return 0, nil, err
+	}
 	if op.Replay {
 		if entries, err = o.L.Replay(ctx, op.Target); err != nil {
 			return 0, nil, err
@@ -125,7 +133,9 @@ func (o *Operations) Run(ctx context.Context, op Operation) (entries int, batche
 		if err := o.D.Recover(ctx); err != nil {
 			return entries, batches, err
 		}
-		if err := o.D.Deliver(ctx, batches); err != nil {
+		// Every batch still open: the plan's, and those of an earlier plan
+		// it left to finish (a replaced pay part's delete).
+		if _, err := o.D.DeliverOpen(ctx, 0, nil); err != nil {
 			return entries, batches, err
 		}
 	}
