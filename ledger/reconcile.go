@@ -331,7 +331,7 @@ func (sc Target) String() string {
 // on sc touches, with its arguments: an import's (any version of it), the
 // counting entries of the groups of batches' pay parts (and those their
 // revert excluded), a period's (by their lines' groups, and by date).
-func targetEntries(sc Target) (string, []any) {
+func targetEntries(sc Target, replay bool) (string, []any) {
 	switch {
 	case sc.Import != 0:
 		return `SELECT entry FROM versions WHERE source_id = ? UNION SELECT id FROM entries WHERE source_id = ? AND note = 'held'
@@ -353,19 +353,35 @@ func targetEntries(sc Target) (string, []any) {
 			UNION SELECT pe.entry_id FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id JOIN batches b ON b.id = p.batch_id
 				WHERE p.batch_id IN (` + in + `) AND ` + heldPartsWhere, args
 	case sc.Period != nil:
+		// The entries counting in the period's groups (of the company),
+		// and, dated in it (their current version), those a period's
+		// revert excluded and (for a replay: mapped again under the current
+		// rules) every other.
 		first, last := sc.Period.First().Format(time.DateOnly), sc.Period.Last().Format(time.DateOnly)
+		company, dated := "", `SELECT e.id FROM entries e WHERE e.entry_date BETWEEN ? AND ?`
+		args := []any{last, first}
 		if sc.Company != "" {
-			return `SELECT DISTINCT v.entry FROM lines l JOIN versions v ON v.id = l.version JOIN groups g ON g.id = l.group_id
-				WHERE g.company_id = ? AND g.first_day <= ? AND g.last_day >= ? AND v.entry_date BETWEEN ? AND ?`, []any{sc.Company, last, first, first, last}
+			company = " AND g.company_id = ?"
+			dated += ` AND EXISTS (SELECT 1 FROM versions v JOIN lines l ON l.version = v.id JOIN groups g ON g.id = l.group_id WHERE v.entry = e.id AND g.company_id = ?)`
+			args = append(args, sc.Company)
 		}
-		return `SELECT id FROM entries WHERE entry_date BETWEEN ? AND ?`, []any{first, last}
+		q := `SELECT v.entry FROM lines l JOIN versions v ON v.id = l.version JOIN groups g ON g.id = l.group_id
+			WHERE l.counts = 1 AND g.first_day <= ? AND g.last_day >= ?` + company + ` UNION ` + dated
+		if !replay {
+			q += ` AND e.excluded = -1`
+		}
+		args = append(args, first, last)
+		if sc.Company != "" {
+			args = append(args, sc.Company)
+		}
+		return q, args
 	}
 	return `SELECT id FROM entries WHERE 0`, nil
 }
 
-// TargetEntries counts the entries an operation on sc touches.
-func (l *Ledger) TargetEntries(ctx context.Context, sc Target) (int, error) {
-	q, args := targetEntries(sc)
+// TargetEntries counts the entries a revert (or a replay) of sc touches.
+func (l *Ledger) TargetEntries(ctx context.Context, sc Target, replay bool) (int, error) {
+	q, args := targetEntries(sc, replay)
 	var n int
 	if err := l.rdb.QueryRowContext(ctx, `SELECT count(*) FROM (`+q+`)`, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("ledger: entries of %s: %w", sc, err)
@@ -386,7 +402,7 @@ const openEntryRow = `NOT EXISTS (SELECT 1 FROM closed_periods c WHERE entries.e
 // until replayed or listed again. Entries dated in a closed period are
 // never changed. It returns how many entries it changed.
 func (l *Ledger) Revert(ctx context.Context, sc Target) (int, error) {
-	return l.change(ctx, "revert "+sc.String(), sc, func(st *stmts, sub string, args []any) error {
+	return l.change(ctx, "revert "+sc.String(), sc, false, func(st *stmts, sub string, args []any) error {
 		if sc.Import != 0 {
 			// Its versions stop counting; groups of a closed period are
 			// frozen (their change is late: listed, never sent there).
@@ -409,7 +425,7 @@ var ErrClosedPeriod = errors.New("closed period")
 // an import counts again, excluded entries of batches or a period count
 // again. The rules' new lines come through Relines.
 func (l *Ledger) Replay(ctx context.Context, sc Target) (int, error) {
-	return l.change(ctx, "replay "+sc.String(), sc, func(st *stmts, sub string, args []any) error {
+	return l.change(ctx, "replay "+sc.String(), sc, true, func(st *stmts, sub string, args []any) error {
 		if sc.Import != 0 {
 			if _, err := st.exec(`UPDATE sources SET reverted = 0 WHERE id = ?`, sc.Import); err != nil {
 				return err
@@ -427,12 +443,12 @@ func (l *Ledger) Replay(ctx context.Context, sc Target) (int, error) {
 }
 
 // change runs fn and recounts the entries of sc.
-func (l *Ledger) change(ctx context.Context, op string, sc Target, fn func(st *stmts, sub string, args []any) error) (int, error) {
+func (l *Ledger) change(ctx context.Context, op string, sc Target, replay bool, fn func(st *stmts, sub string, args []any) error) (int, error) {
 	var n int
 	err := l.tx(ctx, op, func(tx *sql.Tx) error {
 		st := l.stmts(ctx, tx)
 		defer st.close()
-		sub, args := targetEntries(sc)
+		sub, args := targetEntries(sc, replay)
 		ids, err := entryIDs(ctx, tx, sub, args)
 		if err != nil {
 			return err
@@ -466,7 +482,7 @@ type Relining struct {
 // Relinings lists the current versions of sc's entries (an import's: its
 // own versions), to map again, after after (paging), at most limit.
 func (l *Ledger) Relinings(ctx context.Context, sc Target, after int64, limit int) ([]Unabsorbed, error) {
-	sub, args := targetEntries(sc)
+	sub, args := targetEntries(sc, true)
 	q := `SELECT v.entry, 0, v.id, v.source_id, s.name, v.line, v.content_hash, v.data FROM versions v JOIN sources s ON s.id = v.source_id
 		JOIN entries e ON e.id = v.entry
 		WHERE v.entry IN (` + sub + `) AND v.pending = 0 AND v.id > ? AND ` + openEntry

@@ -92,18 +92,22 @@ func (s *entryStep) take(ctx context.Context, e paysync.Entry, known map[string]
 		return refused(&mapping.Problem{Source: e.Source, Line: e.Line, EntryID: e.ID, Field: "id",
 			Msg: "duplicate entry id in this " + s.unit, Hint: "entry ids must be unique; fix " + s.fix}), nil
 	}
-	// A paid entry no longer in payroll (reverted, refused) is taken
-	// again, whatever its content.
-	if k, ok := known[key]; ok && k.Status != paysync.EntryRejected && (k.Live || k.Status != paysync.EntryMapped) {
-		if k.Hash == h || (asSent != "" && k.Hash == asSent) {
-			// Listed again as it is: a version of this import too, so
-			// that reverting the import it came from keeps it counting.
+	// An entry known to the ledger gets a version of this import: the
+	// same content listed again (a duplicate; reverting the import it came
+	// from keeps it counting), or new content or a tombstone (a
+	// correction). One that no longer counts (its batch or period
+	// reverted) counts again, listed again. One dated in a closed period
+	// is recorded all the same: its group there is frozen (a late change,
+	// listed by paysync plan, never sent). An entry whose import was
+	// reverted, or that was skipped or refused, is taken again.
+	if k, ok := known[key]; ok && k.Status != paysync.EntryRejected {
+		same := k.Hash == h || (asSent != "" && k.Hash == asSent)
+		switch {
+		case same && k.Live:
 			return entryOutcome{verdict: entryDuplicate, row: ledger.NewEntry{Entry: e, Hash: k.Hash, Data: data, Status: paysync.EntryMapped, Origin: s.origin}}, nil
-		}
-		if k.Status == paysync.EntryMapped {
-			// A correction: a new version of the entry. One dated in a
-			// closed period is recorded all the same; its group there is
-			// frozen (a late change, listed by paysync plan, never sent).
+		case same && k.Status != paysync.EntryMapped:
+			return entryOutcome{verdict: entryDuplicate}, nil
+		case k.Status == paysync.EntryMapped:
 			return entryOutcome{verdict: entryCorrection, row: ledger.NewEntry{Entry: e, Hash: h, Data: data, Status: paysync.EntryMapped, Origin: s.origin}}, nil
 		}
 	}

@@ -36,7 +36,7 @@ type OperationsLedger interface {
 	ReconcileLedger
 	Revert(ctx context.Context, t ledger.Target) (int, error)
 	Replay(ctx context.Context, t ledger.Target) (int, error)
-	TargetEntries(ctx context.Context, t ledger.Target) (int, error)
+	TargetEntries(ctx context.Context, t ledger.Target, replay bool) (int, error)
 	Source(ctx context.Context, id int64) (ledger.Source, error)
 	Batch(ctx context.Context, id int64) (ledger.Batch, error)
 	Family(ctx context.Context, id int64) ([]ledger.Batch, error)
@@ -102,7 +102,7 @@ func (o *Operations) Preview(ctx context.Context, op Operation) (Preview, error)
 		return pv, err
 	}
 	var err error
-	if pv.Entries, err = o.L.TargetEntries(ctx, op.Target); err != nil {
+	if pv.Entries, err = o.L.TargetEntries(ctx, op.Target, op.Replay); err != nil {
 		return pv, err
 	}
 	pv.Plan, err = o.R.Plan(ctx, PlanFilter{Company: op.Target.Company, Period: op.Target.Period})
@@ -117,11 +117,13 @@ func (o *Operations) Run(ctx context.Context, op Operation) (entries int, batche
 		return 0, nil, err
 	}
 	if op.Replay {
-		if entries, err = o.L.Replay(ctx, op.Target); err != nil {
+		// Mapped again under the current rules first, while the target
+		// still names what it excluded; then they count again.
+		if _, err := o.R.Reline(ctx, op.Target); err != nil {
 			return 0, nil, err
 		}
-		if _, err := o.R.Reline(ctx, op.Target); err != nil {
-			return entries, nil, err
+		if entries, err = o.L.Replay(ctx, op.Target); err != nil {
+			return 0, nil, err
 		}
 	} else if entries, err = o.L.Revert(ctx, op.Target); err != nil {
 		return 0, nil, err
