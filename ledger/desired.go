@@ -284,7 +284,6 @@ func (d *desired) reverted(source int64) (bool, error) {
 	return r, nil
 }
 
-
 // dropLines removes a version's lines (they stop counting first).
 func (d *desired) dropLines(version int64) error {
 	rows, err := d.st.query(`SELECT group_id, seconds, units, amount FROM lines WHERE version = ? AND counts = 1`, version)

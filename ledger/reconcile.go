@@ -389,13 +389,6 @@ func (l *Ledger) TargetEntries(ctx context.Context, sc Target, replay bool) (int
 	return n, nil
 }
 
-// closedOnly keeps the entries of a statement out of closed periods: an
-// entry dated in one is never changed by an operation.
-const openEntry = `NOT EXISTS (SELECT 1 FROM closed_periods c WHERE e.entry_date BETWEEN c.first_day AND c.last_day)`
-
-// openEntryRow is openEntry in an update of entries.
-const openEntryRow = `NOT EXISTS (SELECT 1 FROM closed_periods c WHERE entries.entry_date BETWEEN c.first_day AND c.last_day)`
-
 // Revert changes the desired state as an undo of sc, in one transaction:
 // an import's versions stop counting (its entries fall back to their
 // versions before it); the entries of batches or a period are excluded
@@ -413,7 +406,7 @@ func (l *Ledger) Revert(ctx context.Context, sc Target) (int, error) {
 		if len(sc.Batches) > 0 {
 			mark = sc.Batches[0]
 		}
-		_, err := st.exec(`UPDATE entries SET excluded = ? WHERE excluded = 0 AND id IN (`+sub+`) AND `+openEntryRow, append([]any{mark}, args...)...)
+		_, err := st.exec(`UPDATE entries SET excluded = ? WHERE excluded = 0 AND id IN (`+sub+`)`, append([]any{mark}, args...)...)
 		return err
 	})
 }
@@ -432,12 +425,12 @@ func (l *Ledger) Replay(ctx context.Context, sc Target) (int, error) {
 			}
 			// Its entries whose current version it is count again (a
 			// later import's version stays what counts for the others).
-			_, err := st.exec(`UPDATE entries SET excluded = 0 WHERE excluded <> 0 AND id IN (`+sub+`) AND `+openEntryRow+`
+			_, err := st.exec(`UPDATE entries SET excluded = 0 WHERE excluded <> 0 AND id IN (`+sub+`)
 				AND (SELECT v.source_id FROM versions v JOIN sources s ON s.id = v.source_id WHERE v.entry = entries.id AND s.reverted = 0 AND v.pending = 0
 					ORDER BY v.source_id DESC, v.id DESC LIMIT 1) = ?`, append(args, sc.Import)...)
 			return err
 		}
-		_, err := st.exec(`UPDATE entries SET excluded = 0 WHERE excluded <> 0 AND id IN (`+sub+`) AND `+openEntryRow, args...)
+		_, err := st.exec(`UPDATE entries SET excluded = 0 WHERE excluded <> 0 AND id IN (`+sub+`)`, args...)
 		return err
 	})
 }
@@ -448,6 +441,17 @@ func (l *Ledger) change(ctx context.Context, op string, sc Target, replay bool, 
 	err := l.tx(ctx, op, func(tx *sql.Tx) error {
 		st := l.stmts(ctx, tx)
 		defer st.close()
+		if sc.Period != nil {
+			var closed string
+			err := st.queryRow(`SELECT period FROM closed_periods WHERE first_day <= ? AND last_day >= ? ORDER BY first_day LIMIT 1`,
+				sc.Period.Last().Format(time.DateOnly), sc.Period.First().Format(time.DateOnly)).Scan(&closed)
+			if err == nil {
+				return fmt.Errorf("%w: %s overlaps period %s, closed: reopen it first (paysync periods open %s)", ErrClosedPeriod, sc.Period, closed, closed)
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+		}
 		sub, args := targetEntries(sc, replay)
 		ids, err := entryIDs(ctx, tx, sub, args)
 		if err != nil {
@@ -485,7 +489,7 @@ func (l *Ledger) Relinings(ctx context.Context, sc Target, after int64, limit in
 	sub, args := targetEntries(sc, true)
 	q := `SELECT v.entry, 0, v.id, v.source_id, s.name, v.line, v.content_hash, v.data FROM versions v JOIN sources s ON s.id = v.source_id
 		JOIN entries e ON e.id = v.entry
-		WHERE v.entry IN (` + sub + `) AND v.pending = 0 AND v.id > ? AND ` + openEntry
+		WHERE v.entry IN (` + sub + `) AND v.pending = 0 AND v.id > ?`
 	if sc.Import != 0 {
 		q += ` AND v.source_id = ?`
 		args = append(args, after, sc.Import)

@@ -200,11 +200,11 @@ func (p *Planner) operand(s *Source, pp paysync.PlannedPayPart, g *group) decima
 // count.
 type GroupTotals struct {
 	CompanyID, EmployeeID, EmployeeName, Code, Description string
-	Rule                                                  string // the rule of its first line
-	Rate                                                  decimal.NullDecimal
-	FromHours                                             bool
-	Seconds, Units, Amount                                decimal.NullDecimal
-	Lines                                                 int
+	Rule                                                   string // the rule of its first line
+	Rate                                                   decimal.NullDecimal
+	FromHours                                              bool
+	Seconds, Units, Amount                                 decimal.NullDecimal
+	Lines                                                  int
 }
 
 // Finish computes the pay part a group's totals make, rounded once (hours
