@@ -177,9 +177,8 @@ func (t target) values() url.Values {
 	return v
 }
 
-func (t target) scope() ledger.Scope {
-	p, _ := paysync.ParsePeriod(t.Period)
-	return ledger.Scope{Period: p, Origin: t.Source, Company: t.Company}
+func (t target) scope() ledger.Target {
+	return ledger.Target{Period: t.period(), Company: t.Company}
 }
 
 // period is the target's period (nil: it names none).

@@ -41,7 +41,8 @@ type employeeCode struct {
 }
 
 type periodData struct {
-	Scope  ledger.Scope
+	Scope  ledger.Target
+	Source string // the source the period page was reached from
 	Query  string // the revert's and replay's
 	Action string // what they name ("period 2026-11 of company 1")
 	Rows   []employeeCode
@@ -59,48 +60,47 @@ func (s *Server) periodPage(w http.ResponseWriter, r *http.Request, c who) {
 		return
 	}
 	sc := t.scope()
-	l := s.cfg.Ledger
-	entries, err := l.EntriesIn(ctx, sc)
-	if err != nil {
-		s.fail(w, r, http.StatusInternalServerError, err.Error())
-		return
-	}
-	rows := make([]int64, len(entries))
-	for i, e := range entries {
-		rows[i] = e.Row
-	}
-	parts, err := l.PartsOfEntries(ctx, rows)
-	if err != nil {
-		s.fail(w, r, http.StatusInternalServerError, err.Error())
+	if sc.Period == nil {
+		s.fail(w, r, http.StatusBadRequest, "name a period (2026-11, 2026-W45, 2026-11-02..2026-11-15)")
 		return
 	}
 	by := map[string]*employeeCode{}
-	for _, p := range parts {
-		if sc.Company != "" && p.CompanyID != sc.Company {
-			continue
+	for after := int64(0); ; {
+		gs, err := s.cfg.Ledger.Groups(ctx, ledger.GroupFilter{Company: sc.Company, Period: sc.Period, Frozen: true, After: after, Limit: 500})
+		if err != nil {
+			s.fail(w, r, http.StatusInternalServerError, err.Error())
+			return
 		}
-		k := p.CompanyID + "\x00" + p.EmployeeID + "\x00" + p.Code
-		ec := by[k]
-		if ec == nil {
-			ec = &employeeCode{CompanyID: p.CompanyID, EmployeeID: p.EmployeeID, EmployeeName: p.EmployeeName, Code: p.Code}
-			by[k] = ec
+		for _, g := range gs {
+			for _, p := range g.Live {
+				k := g.Key.Company + "\x00" + g.Key.Employee + "\x00" + g.Key.Code
+				ec := by[k]
+				if ec == nil {
+					ec = &employeeCode{CompanyID: g.Key.Company, EmployeeID: g.Key.Employee, EmployeeName: g.EmployeeName, Code: g.Key.Code}
+					by[k] = ec
+				}
+				ec.PayParts++
+				if p.State == paysync.PartPending {
+					ec.Pending++
+				}
+				if p.Units.Valid {
+					ec.Units = ec.Units.Add(p.Units.Decimal)
+				}
+				if p.Amount.Valid {
+					ec.Amount = ec.Amount.Add(p.Amount.Decimal)
+				}
+			}
 		}
-		ec.PayParts++
-		if p.State == paysync.PartPending {
-			ec.Pending++
+		if len(gs) < 500 {
+			break
 		}
-		if p.Units.Valid {
-			ec.Units = ec.Units.Add(p.Units.Decimal)
-		}
-		if p.Amount.Valid {
-			ec.Amount = ec.Amount.Add(p.Amount.Decimal)
-		}
+		after = gs[len(gs)-1].ID
 	}
 	// Its actions take the period of every source (of the company, when
 	// one is named): a source's part of it is its import's.
 	at := t
 	at.Source = ""
-	d := periodData{Scope: sc, Query: at.values().Encode(), Action: at.String(), Status: "open"}
+	d := periodData{Scope: sc, Source: t.Source, Query: at.values().Encode(), Action: at.String(), Status: "open"}
 	for _, ec := range by {
 		d.Rows = append(d.Rows, *ec)
 	}
@@ -114,13 +114,13 @@ func (s *Server) periodPage(w http.ResponseWriter, r *http.Request, c who) {
 		}
 		return a.Code < b.Code
 	})
-	closed, err := l.ClosedPeriods(ctx)
+	closed, err := s.cfg.Ledger.ClosedPeriods(ctx)
 	if err != nil {
 		s.fail(w, r, http.StatusInternalServerError, err.Error())
 		return
 	}
 	for _, cp := range closed {
-		if cp.Period.Overlaps(sc.Period) {
+		if cp.Period.Overlaps(*sc.Period) {
 			d.Status = "closed (" + cp.Period.String() + ")"
 		}
 	}

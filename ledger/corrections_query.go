@@ -499,19 +499,3 @@ func (l *Ledger) WaitingCorrections(ctx context.Context, limit int) (int, []Wait
 	}
 	return n, out, nil
 }
-
-// NoteCorrectionsWaiting records why the pending corrections ids were not
-// applied (for WaitingCorrections); they stay pending.
-func (l *Ledger) NoteCorrectionsWaiting(ctx context.Context, ids []int64, why string) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	return l.tx(ctx, "note waiting corrections", func(tx *sql.Tx) error {
-		for _, id := range ids {
-			if _, err := tx.ExecContext(ctx, `UPDATE entry_corrections SET waiting = ? WHERE id = ? AND state = 'pending'`, why, id); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}

@@ -534,17 +534,6 @@ func (l *Ledger) markRemoved(ctx context.Context, batchID, attemptID int64, dele
 	})
 }
 
-// EntriesOfBatch returns the entries behind a batch's pay parts (for replay).
-func (l *Ledger) EntriesOfBatch(ctx context.Context, batchID int64) ([]paysync.Entry, error) {
-	return l.entries(ctx, `SELECT DISTINCT e.data, e.line, s.name FROM pay_parts p JOIN pay_part_entries pe ON pe.pay_part_id = p.id
-		JOIN entries e ON e.id = pe.entry_id JOIN sources s ON s.id = e.source_id WHERE p.batch_id = ? ORDER BY e.id`, batchID)
-}
-
-// EntriesOfSource returns every entry an import recorded, paid or not.
-func (l *Ledger) EntriesOfSource(ctx context.Context, sourceID int64) ([]paysync.Entry, error) {
-	return l.entries(ctx, `SELECT e.data, e.line, s.name FROM entries e JOIN sources s ON s.id = e.source_id WHERE e.source_id = ? ORDER BY e.id`, sourceID)
-}
-
 func (l *Ledger) entries(ctx context.Context, q string, arg int64) ([]paysync.Entry, error) {
 	rows, err := l.rdb.QueryContext(ctx, q, arg)
 	if err != nil {

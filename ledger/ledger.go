@@ -321,3 +321,16 @@ func parseTS(s string) time.Time {
 	t, _ := time.Parse(time.RFC3339Nano, s)
 	return t
 }
+
+// CopyTo writes a consistent copy of the ledger to path (a new file, mode
+// 0600): a dry run imports into it what a real run would, and throws it
+// away.
+func (l *Ledger) CopyTo(ctx context.Context, path string) error {
+	if _, err := l.db.ExecContext(ctx, `VACUUM INTO ?`, path); err != nil {
+		return fmt.Errorf("ledger: copy: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		return fmt.Errorf("ledger: copy: %w", err)
+	}
+	return nil
+}

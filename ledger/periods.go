@@ -77,16 +77,6 @@ func (l *Ledger) ReopenPeriod(ctx context.Context, p paysync.Period) (bool, erro
 	return n == 1, err
 }
 
-// ClosedOn returns the closed period a date (YYYY-MM-DD) is in, if any.
-func ClosedOn(closed []ClosedPeriod, date string) (ClosedPeriod, bool) {
-	for _, c := range closed {
-		if c.Period.Contains(date) {
-			return c, true
-		}
-	}
-	return ClosedPeriod{}, false
-}
-
 // PeriodTotal is what payroll holds (or will: pending) for one company,
 // source and month, from the ledger.
 type PeriodTotal struct {

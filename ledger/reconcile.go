@@ -539,19 +539,6 @@ func (l *Ledger) Reline(ctx context.Context, as []Absorbed) error {
 	})
 }
 
-// MarkDirty marks the groups of a period (all: nil) to be planned again:
-// a period opened again catches up with its desired state.
-func (l *Ledger) MarkDirty(ctx context.Context, p *paysync.Period) error {
-	return l.tx(ctx, "mark dirty", func(tx *sql.Tx) error {
-		if p == nil {
-			_, err := tx.ExecContext(ctx, `UPDATE groups SET dirty = 1`)
-			return err
-		}
-		_, err := tx.ExecContext(ctx, `UPDATE groups SET dirty = 1 WHERE first_day <= ? AND last_day >= ?`, p.Last().Format(time.DateOnly), p.First().Format(time.DateOnly))
-		return err
-	})
-}
-
 // frozenGroupIDs selects the groups of closed periods.
 const frozenGroupIDs = `SELECT g.id FROM groups g WHERE ` + frozenGroup
 

@@ -57,7 +57,7 @@ type ImportSummary struct {
 func (im *Importer) ImportAll(ctx context.Context, led SourceBatches, inputs []Input, found func([]ledger.Batch)) (ImportSummary, error) {
 	var sum ImportSummary
 	for _, in := range inputs {
-		rep, unreadable, err := in.take(ctx, im.PlanFrom)
+		rep, unreadable, err := in.Take(ctx, im.PlanFrom)
 		if unreadable != nil {
 			sum.Inputs = append(sum.Inputs, InputResult{Input: in, Report: rep, Unreadable: unreadable})
 			continue
@@ -120,7 +120,7 @@ func (im *Importer) PreviewAll(ctx context.Context, inputs []Input, fn func(pays
 	}
 	var out []InputResult
 	for _, in := range inputs {
-		rep, unreadable, err := in.take(ctx, preview)
+		rep, unreadable, err := in.Take(ctx, preview)
 		if err != nil {
 			return out, err
 		}
@@ -131,7 +131,7 @@ func (im *Importer) PreviewAll(ctx context.Context, inputs []Input, fn func(pays
 
 // take opens the input and hands it to plan (PlanFrom or a preview). An
 // input that cannot be opened or read is unreadable, not an error.
-func (in Input) take(ctx context.Context, plan func(ctx context.Context, kind paysync.SourceKind, name string, r io.Reader) (Report, error)) (rep Report, unreadable, err error) {
+func (in Input) Take(ctx context.Context, plan func(ctx context.Context, kind paysync.SourceKind, name string, r io.Reader) (Report, error)) (rep Report, unreadable, err error) {
 	rc, oerr := in.Open()
 	if oerr != nil {
 		return rep, oerr, nil

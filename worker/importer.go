@@ -52,6 +52,10 @@ type Importer struct {
 	// Accumulate adds the pay parts to each company's open batch (sealed
 	// by size or linger) instead of new batches: streaming sources.
 	Accumulate bool
+	// Defer leaves the reconcile to the caller: an import commits and its
+	// entries are held (a dry run on a copy of the ledger plans them all
+	// at once, and sends nothing).
+	Defer bool
 	// MaxProblems bounds the problems a Report lists (default
 	// DefaultMaxProblems); every one is recorded as a reject all the same.
 	MaxProblems int
@@ -76,8 +80,6 @@ type Report struct {
 	// in it); Outside the rows it does not import (dated outside its
 	// period), Warnings says which (the first DefaultMaxProblems).
 	Removed int `json:"removed,omitempty"`
-	// Delta, in a preview, is what the corrections would change.
-	Delta    *Delta   `json:"delta,omitempty"`
 	Outside  int      `json:"outside_period,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
 	// Notes say how the input was read where that was detected, not
@@ -127,20 +129,13 @@ func (im *Importer) ImportFrom(ctx context.Context, kind paysync.SourceKind, nam
 	return rep, err
 }
 
-// Delta is what an import's corrections would change in payroll (a
-// preview): the pay parts replaced, and those created instead.
-type Delta struct {
-	Replaced []ledger.SupersedablePart `json:"replaced"`
-	Created  []paysync.PlannedPayPart  `json:"created"`
-}
-
 // applyCorrections takes what the import (and an earlier run that died
 // before this step) recorded into the desired state and records the
 // reconciler's plan, ledger first: nothing is sent yet. The import's
 // report counts the pay parts planned. With nothing new it is a few
 // indexed reads.
 func (im *Importer) applyCorrections(ctx context.Context, rep *Report) error {
-	if rep.ImportID == 0 || im.Mapper == nil {
+	if rep.ImportID == 0 || im.Mapper == nil || im.Defer {
 		return nil
 	}
 	bs, err := im.Reconciler().Apply(ctx, rep.ImportID)

@@ -16,7 +16,6 @@ import (
 	"github.com/paysync/paysync/ledger"
 	"github.com/paysync/paysync/mapping"
 	"github.com/paysync/paysync/worker"
-	"github.com/shopspring/decimal"
 )
 
 // importFlags are the flags of `paysync import`.
@@ -71,10 +70,10 @@ type importReport struct {
 	ImportedBefore []importedBefore         `json:"imported_before,omitempty"` // files of the same content imported before: nothing of them again
 	Warnings       []string                 `json:"warnings,omitempty"`        // rows a period statement does not import
 	Notes          []string                 `json:"notes,omitempty"`           // how a file was read where detected (an encoding)
-	// Delta is what the corrections would change in payroll: per employee
-	// × code the totals before and after, the pay parts to delete and to
-	// create (with the entries behind them).
-	Delta   *importDelta  `json:"delta,omitempty"`
+	// Plan is what the import would send, per company × period ×
+	// employee × code: before → after (the reconciler's plan, as paysync
+	// plan shows it).
+	Plan    []changeJSON  `json:"plan"`
 	Summary importSummary `json:"summary"`
 }
 
@@ -196,12 +195,12 @@ func dryRunDone(op string, problems int) error {
 	return nil
 }
 
-// planImport runs each file through the import exactly as `paysync
-// import` would (worker.Importer.PreviewAll): against the ledger as it
-// is, each file its own import, staged in the ledger's TEMP tables and
-// then dropped. Nothing is committed or sent. What stays in memory is the
-// report: the pay parts with their entry references. Meta and employees
-// are fetched once for the run.
+// planImport is a dry run: each file imported exactly as `paysync import`
+// imports it, into a copy of the ledger in a private temporary directory
+// (removed after), then the reconciler's plan of the copy: what the real
+// import would send, per group, before → after, computed by the code that
+// applies it. Nothing is committed to the ledger and nothing is sent.
+// Meta and employees are fetched once for the run.
 func planImport(ctx context.Context, s *session, rules *mapping.Rules, company string, files []string, opts mapping.ReadOptions, scope importScope, stdin io.Reader, stderr io.Writer) (importReport, error) {
 	w := s.commandWaiter(stderr)
 	schema, company, err := startupReads(ctx, w, s.cl, rules, company, func(string) {})
@@ -212,23 +211,33 @@ func planImport(ctx context.Context, s *session, rules *mapping.Rules, company s
 	if err := w.Do(ctx, "the pay codes", func(ctx context.Context) error { _, err := cache.Meta(ctx); return err }); err != nil {
 		return importReport{}, s.startupErr(err)
 	}
-	im := &worker.Importer{L: s.led, Mapper: mapping.NewMapper(rules, cache, schema, company), Rules: rules, Wire: schema,
-		Read: opts, BatchSize: s.cfg.BatchSize}
-	scope.apply(im)
-	rep := importReport{Summary: importSummary{Skipped: map[string]int{}}}
-	results, err := im.PreviewAll(ctx, inputsOf(files, stdin), func(pp paysync.PlannedPayPart) error {
-		rep.PayParts = append(rep.PayParts, pp)
-		return nil
-	})
+	dir, err := os.MkdirTemp("", "paysync-dry-run-") // 0700
 	if err != nil {
 		return importReport{}, err
 	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "ledger.db")
+	if err := s.led.CopyTo(ctx, path); err != nil {
+		return importReport{}, err
+	}
+	cp, err := ledger.Open(ctx, path, ledger.Options{})
+	if err != nil {
+		return importReport{}, err
+	}
+	defer cp.Close()
+	mapper := mapping.NewMapper(rules, cache, schema, company)
+	im := &worker.Importer{L: cp, Mapper: mapper, Rules: rules, Wire: schema, Read: opts, BatchSize: s.cfg.BatchSize, Defer: true}
+	scope.apply(im)
+	rep := importReport{Summary: importSummary{Skipped: map[string]int{}}}
 	omitted := 0
-	for i, res := range results {
+	for i, in := range inputsOf(files, stdin) {
 		rep.Summary.Files++
-		r := res.Report
-		if res.Unreadable != nil {
-			rep.Problems = append(rep.Problems, unreadableProblem(files[i], res.Unreadable)...)
+		r, unreadable, err := in.Take(ctx, im.PlanFrom)
+		if err != nil {
+			return importReport{}, err
+		}
+		if unreadable != nil {
+			rep.Problems = append(rep.Problems, unreadableProblem(files[i], unreadable)...)
 			continue
 		}
 		if r.Duplicate {
@@ -242,12 +251,6 @@ func planImport(ctx context.Context, s *session, rules *mapping.Rules, company s
 		rep.Summary.Outside += r.Outside
 		rep.Warnings = append(rep.Warnings, r.Warnings...)
 		rep.Notes = append(rep.Notes, r.Notes...)
-		if r.Delta != nil {
-			if rep.Delta == nil {
-				rep.Delta = &importDelta{}
-			}
-			rep.Delta.add(*r.Delta)
-		}
 		for k, v := range r.Skipped {
 			rep.Summary.Skipped[k] += v
 		}
@@ -260,6 +263,23 @@ func planImport(ctx context.Context, s *session, rules *mapping.Rules, company s
 		sort.SliceStable(probs, func(i, j int) bool { return probs[i].Line < probs[j].Line })
 		rep.Problems = append(rep.Problems, probs...)
 		omitted += r.ProblemsOmitted
+	}
+	r := im.Reconciler()
+	if _, err := r.Absorb(ctx); err != nil {
+		return importReport{}, err
+	}
+	plan, err := r.Plan(ctx, worker.PlanFilter{})
+	if err != nil {
+		return importReport{}, err
+	}
+	rep.Plan = planJSON(plan)
+	for _, c := range plan.Changes {
+		switch c.Kind {
+		case worker.ChangeCreate, worker.ChangeReplace:
+			rep.PayParts = append(rep.PayParts, *c.Desired)
+		case worker.ChangeProblem:
+			rep.Problems = append(rep.Problems, problemJSON{Message: c.Why, Text: fmt.Sprintf("%s %s %s %s: %s", c.Group.Key.Company, c.Group.Key.Period, c.Group.EmployeeName, c.Group.Key.Code, c.Why)})
+		}
 	}
 	rep.Summary.PayParts = len(rep.PayParts)
 	rep.Summary.Problems = len(rep.Problems) + omitted
@@ -342,74 +362,6 @@ func toProblemJSON(err error) []problemJSON {
 	return out
 }
 
-// importDelta is what a dry run's corrections would change.
-type importDelta struct {
-	Totals []deltaTotal              `json:"totals"`
-	Delete []ledger.SupersedablePart `json:"delete"`
-	Create []paysync.PlannedPayPart  `json:"create"`
-}
-
-// deltaTotal is one employee × code's total before and after.
-type deltaTotal struct {
-	CompanyID    string          `json:"company_id"`
-	EmployeeID   string          `json:"employee_id"`
-	EmployeeName string          `json:"employee_name"`
-	Code         string          `json:"code"`
-	UnitsBefore  decimal.Decimal `json:"units_before"`
-	UnitsAfter   decimal.Decimal `json:"units_after"`
-	AmountBefore decimal.Decimal `json:"amount_before"`
-	AmountAfter  decimal.Decimal `json:"amount_after"`
-}
-
-func (d *importDelta) add(x worker.Delta) {
-	d.Delete = append(d.Delete, x.Replaced...)
-	d.Create = append(d.Create, x.Created...)
-	total := func(company, emp, name, code string) *deltaTotal {
-		for i := range d.Totals {
-			if t := &d.Totals[i]; t.CompanyID == company && t.EmployeeID == emp && t.Code == code {
-				return t
-			}
-		}
-		d.Totals = append(d.Totals, deltaTotal{CompanyID: company, EmployeeID: emp, EmployeeName: name, Code: code})
-		return &d.Totals[len(d.Totals)-1]
-	}
-	for _, p := range x.Replaced {
-		t := total(p.CompanyID, p.EmployeeID, p.EmployeeName, p.Code)
-		t.UnitsBefore, t.AmountBefore = t.UnitsBefore.Add(p.Units.Decimal), t.AmountBefore.Add(p.Amount.Decimal)
-	}
-	for _, p := range x.Created {
-		t := total(p.CompanyID, p.EmployeeID, p.EmployeeName, p.Code)
-		t.UnitsAfter, t.AmountAfter = t.UnitsAfter.Add(p.Units.Decimal), t.AmountAfter.Add(p.Amount.Decimal)
-	}
-}
-
-func writeDelta(w io.Writer, d *importDelta) error {
-	fmt.Fprintln(w, "\ncorrections: what payroll would hold instead, per employee × code:")
-	fmt.Fprintln(w)
-	t := newTable(w, "COMPANY", "EMPLOYEE", "CODE", "UNITS BEFORE → AFTER", "AMOUNT BEFORE → AFTER")
-	for _, x := range d.Totals {
-		t.row(x.CompanyID, x.EmployeeName, x.Code, x.UnitsBefore.String()+" → "+x.UnitsAfter.String(), x.AmountBefore.String()+" → "+x.AmountAfter.String())
-	}
-	if err := t.flush(); err != nil {
-		return err
-	}
-	for _, p := range d.Delete {
-		id := p.PayrollID
-		if id == "" {
-			id = "not sent yet"
-		}
-		fmt.Fprintf(w, "delete pay part %d (%s %s %s, payroll id %s)\n", p.ID, p.EmployeeName, p.Code, num(p.Units), id)
-	}
-	for _, p := range d.Create {
-		var from []string
-		for _, e := range p.Entries {
-			from = append(from, fmt.Sprintf("%s (%s:%d)", e.ID, e.Source, e.Line))
-		}
-		fmt.Fprintf(w, "create pay part %s %s %s from %s\n", p.EmployeeName, p.Code, num(p.Units), strings.Join(from, ", "))
-	}
-	return nil
-}
-
 func writeImportReport(w io.Writer, rep importReport) error {
 	if len(rep.PayParts) == 0 {
 		fmt.Fprintln(w, "no pay parts would be created")
@@ -447,10 +399,10 @@ func writeImportReport(w io.Writer, rep importReport) error {
 	if s.AlreadyImported > 0 {
 		fmt.Fprintf(w, "%s in the ledger already with the same content: skipped, as the import would\n", plural(s.AlreadyImported, "entry is", "entries are"))
 	}
-	if rep.Delta != nil {
-		if err := writeDelta(w, rep.Delta); err != nil {
-			return err
-		}
+	if changes := rep.changes(); len(changes) > 0 {
+		fmt.Fprintln(w, "\nwhat payroll would hold, per group (before → after):")
+		fmt.Fprintln(w)
+		writePlanJSON(w, changes)
 	}
 	if s.Corrections > 0 {
 		they := "they are"

@@ -325,20 +325,29 @@ func sortedChanges(p worker.Plan) []worker.Change {
 }
 
 // writePlan prints a plan as a table.
-func writePlan(w io.Writer, p worker.Plan) {
+func writePlan(w io.Writer, p worker.Plan) { writePlanJSON(w, planJSON(p)) }
+
+// writePlanJSON prints a plan's changes as a table.
+func writePlanJSON(w io.Writer, cs []changeJSON) {
 	t := newTable(w, "COMPANY", "PERIOD", "EMPLOYEE", "CODE", "RATE", "UNITS", "AMOUNT", "ENTRIES", "CHANGE")
-	for _, c := range sortedChanges(p) {
-		g := c.Group
-		rate := g.Key.Rate
-		if rate == "-" {
-			rate = ""
-		}
-		what := string(c.Kind)
+	for _, c := range cs {
+		what := c.Change
 		if c.Why != "" {
 			what += ": " + c.Why
 		}
-		t.row(g.Key.Company, g.Key.Period.String(), g.EmployeeName, g.Key.Code, rate, num(c.Before.Units)+" → "+num(c.After.Units),
-			num(c.Before.Amount)+" → "+num(c.After.Amount), fmt.Sprint(g.Lines), what)
+		t.row(c.Company, c.Period, c.Name, c.Code, c.Rate, num(c.Before.Units)+" → "+num(c.After.Units),
+			num(c.Before.Amount)+" → "+num(c.After.Amount), fmt.Sprint(c.Entries), what)
 	}
 	_ = t.flush()
+}
+
+// changes are the plan's lines that change something.
+func (r importReport) changes() []changeJSON {
+	var out []changeJSON
+	for _, c := range r.Plan {
+		if c.Change != string(worker.ChangeNone) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
