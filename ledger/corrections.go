@@ -30,7 +30,6 @@ func addCorrection(st *stmts, source int64, c NewEntry, now string) error {
 	return nil
 }
 
-
 // HeldNote marks a mapped entry held for the cutoff (PAYSYNC_SEND=cutoff):
 // no pay part yet.
 const HeldNote = "held"

@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"database/sql"
-
 )
 
 // LinkReplay records that source id re-drives source of, unless it

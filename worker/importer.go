@@ -79,7 +79,7 @@ type Report struct {
 	// Removed counts the entries a period statement removes (no longer
 	// in it); Outside the rows it does not import (dated outside its
 	// period), Warnings says which (the first DefaultMaxProblems).
-	Removed int `json:"removed,omitempty"`
+	Removed  int      `json:"removed,omitempty"`
 	Outside  int      `json:"outside_period,omitempty"`
 	Warnings []string `json:"warnings,omitempty"`
 	// Notes say how the input was read where that was detected, not
