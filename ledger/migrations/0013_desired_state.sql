@@ -66,6 +66,13 @@ ALTER TABLE entries ADD COLUMN excluded INTEGER NOT NULL DEFAULT 0;
 -- tied to their groups) before anything is planned.
 ALTER TABLE entries ADD COLUMN legacy INTEGER NOT NULL DEFAULT 0;
 UPDATE entries SET legacy = 1 WHERE status = 'mapped' AND note <> 'held';
+-- An entry from before that payroll no longer holds (its batch reverted,
+-- its pay part refused) does not count until it is replayed or listed again.
+UPDATE entries SET excluded = coalesce((SELECT max(p.batch_id) FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id WHERE pe.entry_id = entries.id), -1)
+  WHERE legacy = 1 AND NOT EXISTS (SELECT 1 FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id
+    JOIN batches b ON b.id = p.batch_id
+    WHERE pe.entry_id = entries.id AND p.superseded_by IS NULL
+      AND (p.state = 'created' OR (p.state = 'pending' AND b.state IN ('pending', 'sending', 'failed'))));
 INSERT INTO versions (entry, source_id, line, content_hash, data, status, note, entry_date, pending)
   SELECT v.entry, v.source_id, v.line, v.content_hash, v.data, v.status, '', coalesce(json_extract(CAST(v.data AS TEXT), '$.date'), ''), 1
   FROM entry_versions v JOIN entries e ON e.id = v.entry WHERE e.legacy = 1 ORDER BY v.id;
