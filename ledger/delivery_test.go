@@ -381,9 +381,8 @@ func TestLedger_SplitBatch(t *testing.T) {
 		t.Errorf("Family(child without children) = %v, %v", batchIDs(fam), err)
 	}
 	// Entries follow their pay parts.
-	es, err := l.EntriesOfBatch(ctx, children[0])
-	if err != nil || len(es) != 2 || es[0].ID != "A-e0" || es[1].ID != "A-e3" {
-		t.Errorf("EntriesOfBatch(child 0) = %v, %v", es, err)
+	if es := entriesOfBatch(t, l, children[0]); len(es) != 2 || es[0].ID != "A-e0" || es[1].ID != "A-e3" {
+		t.Errorf("entries of child 0 = %v", es)
 	}
 }
 
@@ -639,44 +638,6 @@ func TestLedger_MarkRemoved(t *testing.T) {
 	}
 	if rev, _ := l.BatchesInState(ctx, paysync.BatchReverted); !slices.Equal(batchIDs(rev), []int64{f.batch}) {
 		t.Errorf("BatchesInState(reverted) = %v", batchIDs(rev))
-	}
-}
-
-func TestLedger_EntriesOfBatch(t *testing.T) {
-	t.Parallel()
-	l, _ := newLedger(t)
-	ctx := t.Context()
-	old := ent("old.csv", 5, "old", "2:00")
-	commit(t, l, ImportIntent{Source: src("old.csv", "old"), Entries: []NewEntry{newEntry(t, old, paysync.EntryMapped)}})
-
-	e1, e2, e3 := ent("new.csv", 1, "n1", "0:20:00"), ent("new.csv", 2, "n2", "1.25"), ent("new.csv", 3, "n3", "1")
-	c := commit(t, l, ImportIntent{
-		Source:  src("new.csv", "new"),
-		Entries: []NewEntry{newEntry(t, e1, paysync.EntryMapped), newEntry(t, e2, paysync.EntryMapped), newEntry(t, e3, paysync.EntryMapped)},
-		PayParts: []paysync.PlannedPayPart{
-			pp("A", "x", e2.Ref(), e1.Ref()),
-			pp("A", "y", e1.Ref(), old.Ref()), // e1 again, and an entry of an earlier import
-			pp("B", "z", e3.Ref()),
-		},
-	})
-	es, err := l.EntriesOfBatch(ctx, c.BatchIDs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []paysync.Entry{old, e1, e2} // distinct, in ledger order
-	if len(es) != len(want) {
-		t.Fatalf("EntriesOfBatch = %d entries %v, want %d", len(es), es, len(want))
-	}
-	for i := range want {
-		sameEntry(t, es[i], want[i])
-	}
-	es, err = l.EntriesOfBatch(ctx, c.BatchIDs[1])
-	if err != nil || len(es) != 1 {
-		t.Fatalf("EntriesOfBatch(B) = %v, %v", es, err)
-	}
-	sameEntry(t, es[0], e3)
-	if es, err := l.EntriesOfBatch(ctx, 4242); err != nil || len(es) != 0 {
-		t.Errorf("EntriesOfBatch(unknown) = %v, %v", es, err)
 	}
 }
 

@@ -3,6 +3,7 @@ package ledger
 import (
 	"crypto/sha256"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -250,4 +251,49 @@ func itemIDs(items []Item) []int64 {
 		out = append(out, it.ID)
 	}
 	return out
+}
+
+// entriesWhere reads stored entries (their current content, with source
+// name and line) selected by q, which returns e.data, e.line, s.name.
+func entriesWhere(t *testing.T, l *Ledger, q string, args ...any) []paysync.Entry {
+	t.Helper()
+	rows, err := l.db.QueryContext(t.Context(), q, args...)
+	if err != nil {
+		t.Fatalf("entries: %v", err)
+	}
+	defer rows.Close()
+	out := []paysync.Entry{}
+	for rows.Next() {
+		var data []byte
+		var line int
+		var name string
+		if err := rows.Scan(&data, &line, &name); err != nil {
+			t.Fatal(err)
+		}
+		var e paysync.Entry
+		if err := json.Unmarshal(data, &e); err != nil {
+			t.Fatalf("stored entry: %v", err)
+		}
+		e.Source, e.Line = name, line
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// entriesOfSource returns every entry an import recorded (entries whose
+// row names it), in ledger order.
+func entriesOfSource(t *testing.T, l *Ledger, source int64) []paysync.Entry {
+	t.Helper()
+	return entriesWhere(t, l, `SELECT e.data, e.line, s.name FROM entries e JOIN sources s ON s.id = e.source_id WHERE e.source_id = ? ORDER BY e.id`, source)
+}
+
+// entriesOfBatch returns the distinct entries linked to a batch's pay
+// parts, in ledger order.
+func entriesOfBatch(t *testing.T, l *Ledger, batch int64) []paysync.Entry {
+	t.Helper()
+	return entriesWhere(t, l, `SELECT DISTINCT e.data, e.line, s.name FROM pay_parts p JOIN pay_part_entries pe ON pe.pay_part_id = p.id
+		JOIN entries e ON e.id = pe.entry_id JOIN sources s ON s.id = e.source_id WHERE p.batch_id = ? ORDER BY e.id`, batch)
 }

@@ -113,10 +113,7 @@ func TestLedger_CommitImport(t *testing.T) {
 	}
 
 	// Entries: all four, in order, with their source and line; exact hours and decimals.
-	es, err := l.EntriesOfSource(ctx, c.SourceID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	es := entriesOfSource(t, l, c.SourceID)
 	if len(es) != 4 {
 		t.Fatalf("EntriesOfSource: %d entries, want 4", len(es))
 	}
@@ -352,9 +349,9 @@ func TestLedger_CommitImportEntryAgain(t *testing.T) {
 	if k := known["paid"]; k.Status != paysync.EntryMapped || k.SourceID != first.SourceID {
 		t.Errorf("paid after the second import: %+v", k)
 	}
-	es, err := l.EntriesOfSource(ctx, second.SourceID)
-	if err != nil || len(es) != 2 {
-		t.Fatalf("EntriesOfSource(second) = %v, %v", es, err)
+	es := entriesOfSource(t, l, second.SourceID)
+	if len(es) != 2 {
+		t.Fatalf("entries of the second import = %v", es)
 	}
 	sameEntry(t, es[0], rej2)
 	sameEntry(t, es[1], skip2)
@@ -500,9 +497,9 @@ func TestLedger_CommitImportReplay(t *testing.T) {
 	if b.SourceID != first.SourceID || b.ReplayOf != first.BatchIDs[0] || b.State != paysync.BatchPending || b.Items != 1 {
 		t.Errorf("replay batch = %+v", b)
 	}
-	es, err := l.EntriesOfBatch(ctx, b.ID)
-	if err != nil || len(es) != 1 {
-		t.Fatalf("EntriesOfBatch = %v, %v", es, err)
+	es := entriesOfBatch(t, l, b.ID)
+	if len(es) != 1 {
+		t.Fatalf("entries of the replay batch = %v", es)
 	}
 	sameEntry(t, es[0], e)
 }

@@ -306,12 +306,22 @@ func cdCorrectionUnits(t *testing.T, h *daemonHarness) []ledger.CorrectionUnit {
 		t.Fatalf("open the ledger: %v", err)
 	}
 	defer l.Close()
-	pending, err := l.PendingCorrections(ctx, 100)
+	// Everything intake recorded (corrections, tombstones, statements)
+	// is in the desired state, and payroll holds it: no group of an open
+	// period is left to plan.
+	unabsorbed, err := l.Unabsorbed(ctx, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pending) > 0 {
-		t.Errorf("%d corrections are pending (not applied)", len(pending))
+	if len(unabsorbed) > 0 {
+		t.Errorf("%d entry versions are not taken into the desired state (not applied)", len(unabsorbed))
+	}
+	dirty, err := l.Groups(ctx, ledger.GroupFilter{Dirty: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirty) > 0 {
+		t.Errorf("%d groups changed since planned (not reconciled): %+v", len(dirty), dirty[0].Key)
 	}
 	units, err := l.ListCorrections(ctx, ledger.CorrectionFilter{})
 	if err != nil {

@@ -143,7 +143,7 @@ func payrollIDsOfEntries(t *testing.T, path string) map[string]string {
 func (c *crashEnv) checkLedgerCorrected(t *testing.T, corr correctedExport, before map[string]string, seeded map[string]paysync.PayPartInput, pps []paysync.PayPart) {
 	t.Helper()
 	l := openLedger(t, c.ledger)
-	pending, err := l.PendingCorrections(context.Background(), 1000)
+	pending, err := l.Unabsorbed(context.Background(), 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
