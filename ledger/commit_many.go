@@ -176,6 +176,11 @@ func (s *stmts) query(q string, args ...any) (*sql.Rows, error) {
 	return st.QueryContext(s.ctx, args...)
 }
 
+// QueryRowContext is queryRow (ctx is its own).
+func (s *stmts) QueryRowContext(_ context.Context, q string, args ...any) *sql.Row {
+	return s.queryRow(q, args...)
+}
+
 // QueryContext makes stmts a querier (ctx is its own).
 func (s *stmts) QueryContext(_ context.Context, q string, args ...any) (*sql.Rows, error) {
 	return s.query(q, args...)

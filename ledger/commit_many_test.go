@@ -10,10 +10,12 @@ import (
 	"github.com/paysync/paysync"
 )
 
-// message builds the intent of one streaming message: one entry, one pay
-// part of company, accumulating.
+// message builds the intent of one streaming message as intake records
+// it: one entry of company, mapped and held for the reconciler (no pay
+// part), accumulating.
 func message(t testing.TB, company, id string) ImportIntent {
 	e := ent("nats:"+id, 1, id, "1.5")
+	e.CompanyID = company
 	h, data, err := paysync.EntryHash(e)
 	if err != nil {
 		t.Fatal(err)
@@ -21,10 +23,40 @@ func message(t testing.TB, company, id string) ImportIntent {
 	payload := fmt.Sprintf(`{"id":%q,"hours":"1.5"}`, id)
 	return ImportIntent{
 		Source:     &NewSource{Kind: "nats", Name: "timesheets." + company, Format: "json", Hash: paysync.PayloadHash([]byte(payload)), Payload: []byte(payload)},
-		Entries:    []NewEntry{{Entry: e, Hash: h, Status: paysync.EntryMapped, Data: data}},
-		PayParts:   []paysync.PlannedPayPart{pp(company, "emp-"+id, paysync.EntryRef{ID: id, Source: e.Source, Line: 1})},
+		Entries:    []NewEntry{{Entry: e, Hash: h, Status: paysync.EntryMapped, Note: HeldNote, Data: data}},
 		BatchSize:  3,
 		Accumulate: true,
+	}
+}
+
+// accumulating is a message with one pay part of company added to the
+// company's open batch (as intake recorded messages before the desired
+// state; the ledger still accumulates such intents): for the open batch
+// queries.
+func accumulating(t testing.TB, company, id string) ImportIntent {
+	in := message(t, company, id)
+	in.Entries[0].Note = ""
+	in.PayParts = []paysync.PlannedPayPart{pp(company, "emp-"+id, paysync.EntryRef{ID: id, Source: in.Entries[0].Entry.Source, Line: 1})}
+	return in
+}
+
+// heldEntries counts the entries held for the reconciler, and those not.
+func heldEntries(t *testing.T, l *Ledger) (held, other int) {
+	t.Helper()
+	if err := l.db.QueryRowContext(t.Context(), `SELECT count(*) FILTER (WHERE note = 'held' AND status = 'mapped'), count(*) FILTER (WHERE note <> 'held') FROM entries`).Scan(&held, &other); err != nil {
+		t.Fatal(err)
+	}
+	return held, other
+}
+
+// noPayParts checks that intake recorded no batch and no pay part.
+func noPayParts(t *testing.T, l *Ledger, when string) {
+	t.Helper()
+	if c := tableCounts(t, l); c["batches"] != 0 || c["pay_parts"] != 0 || c["pay_part_entries"] != 0 {
+		t.Errorf("%s: counts %v, want no batch and no pay part (the reconciler plans them)", when, c)
+	}
+	if n, err := l.Unsealed(t.Context()); err != nil || n != 0 {
+		t.Errorf("%s: Unsealed = %d, %v; want 0", when, n, err)
 	}
 }
 
@@ -44,19 +76,13 @@ func TestCommitImports(t *testing.T) {
 			t.Fatalf("intent %d: %+v, %v", i, out[i], errs[i])
 		}
 	}
-	// A: 3 pay parts → one full (sealed) batch; B: 2 → one open batch.
-	open, err := l.OpenBatches(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
+	// Every entry held for the reconciler; no batch, no pay part.
+	if held, other := heldEntries(t, l); held != 5 || other != 0 {
+		t.Fatalf("%d entries held, %d not; want the 5 held", held, other)
 	}
-	if len(open) != 1 || open[0].CompanyID != "A" || open[0].Pending != 3 {
-		t.Fatalf("sealed open batches = %+v, want A's full batch of 3", open)
-	}
-	if n, err := l.Unsealed(ctx); err != nil || n != 2 {
-		t.Fatalf("Unsealed = %d, %v; want B's 2", n, err)
-	}
-	if m, err := l.Lingering(ctx); err != nil || len(m) != 1 || !m["B"].Equal(t0) {
-		t.Fatalf("Lingering = %v, %v; want B since %v", m, err, t0)
+	noPayParts(t, l, "committed")
+	if m, err := l.Lingering(ctx); err != nil || len(m) != 0 {
+		t.Fatalf("Lingering = %v, %v; want nothing", m, err)
 	}
 	got, err := l.SourcePayload(ctx, out[0].SourceID)
 	if err != nil || string(got) != string(ins[0].Source.Payload) {
@@ -64,8 +90,9 @@ func TestCommitImports(t *testing.T) {
 	}
 
 	// The same messages again, plus a new one and a refused one (its entry
-	// id already paid with other content): each refused alone in its
-	// savepoint, the new one committed.
+	// id already held, with other content: intake makes that a correction,
+	// never a second entry): each refused alone in its savepoint, the new
+	// one committed.
 	again := append([]ImportIntent{}, ins[0], message(t, "B", "m-new"))
 	changed := message(t, "A", "m-1")
 	changed.Source.Payload = []byte(`{"id":"m-1","hours":"9"}`)
@@ -83,11 +110,14 @@ func TestCommitImports(t *testing.T) {
 		t.Errorf("new message: %+v, %v", out[1], errs[1])
 	}
 	if errs[2] == nil {
-		t.Errorf("entry paid before, other content: committed as %+v", out[2])
+		t.Errorf("entry held before, other content: committed as %+v", out[2])
 	}
 	after := tableCounts(t, l)
-	if after["sources"] != before["sources"]+1 || after["entries"] != before["entries"]+1 || after["pay_parts"] != before["pay_parts"]+1 {
-		t.Errorf("counts before %v after %v: want exactly one more source, entry and pay part", before, after)
+	if after["sources"] != before["sources"]+1 || after["entries"] != before["entries"]+1 || after["pay_parts"] != 0 {
+		t.Errorf("counts before %v after %v: want exactly one more source and entry, no pay part", before, after)
+	}
+	if held, other := heldEntries(t, l); held != 6 || other != 0 {
+		t.Errorf("%d entries held, %d not; want 6 held", held, other)
 	}
 	if s, err := l.SourcesByHash(ctx, []string{ins[0].Source.Hash, again[1].Source.Hash, "nope"}); err != nil || len(s) != 2 || !ok(s, ins[0].Source.Hash) {
 		t.Errorf("SourcesByHash = %v, %v", s, err)
@@ -100,13 +130,13 @@ func ok(m map[string]Source, h string) bool { _, found := m[h]; return found }
 // statement; an entry stored before as rejected (to take again) makes
 // that attempt fail, and the group is written intent by intent. The
 // outcome is the one of writing it row by row: the entry row taken again
-// in place (its id kept), a refused message with its rejects, the others
-// committed with their pay parts linked to their entries.
+// in place (its id kept, now held), a refused message with its rejects,
+// the others committed with their entries held (no pay part).
 func TestCommitImports_BulkFallsBack(t *testing.T) {
 	l, _ := newLedger(t)
 	ctx := t.Context()
 	first := message(t, "A", "r-1")
-	first.Entries[0].Status, first.PayParts = paysync.EntryRejected, nil
+	first.Entries[0].Status, first.Entries[0].Note = paysync.EntryRejected, ""
 	out, errs, err := l.CommitImports(ctx, []ImportIntent{first})
 	if err != nil || errs[0] != nil {
 		t.Fatal(err, errs)
@@ -132,29 +162,34 @@ func TestCommitImports_BulkFallsBack(t *testing.T) {
 		}
 	}
 	after := tableCounts(t, l)
-	if after["sources"] != before["sources"]+4 || after["entries"] != before["entries"]+2 || after["pay_parts"] != before["pay_parts"]+3 {
-		t.Errorf("counts before %v after %v: want 4 sources, 2 new entries (r-1 taken again in place), 3 pay parts", before, after)
+	if after["sources"] != before["sources"]+4 || after["entries"] != before["entries"]+2 {
+		t.Errorf("counts before %v after %v: want 4 sources, 2 new entries (r-1 taken again in place)", before, after)
 	}
+	noPayParts(t, l, "committed")
 	var id, src int64
-	var status string
-	if err := l.db.QueryRowContext(ctx, `SELECT id, source_id, status FROM entries WHERE entry_id = 'r-1'`).Scan(&id, &src, &status); err != nil {
+	var status, note string
+	if err := l.db.QueryRowContext(ctx, `SELECT id, source_id, status, note FROM entries WHERE entry_id = 'r-1'`).Scan(&id, &src, &status, &note); err != nil {
 		t.Fatal(err)
 	}
-	if id != rowID || src != out[2].SourceID || status != "mapped" {
-		t.Errorf("r-1 = row %d of source %d, %s; want row %d of source %d, mapped", id, src, status, rowID, out[2].SourceID)
+	if id != rowID || src != out[2].SourceID || status != "mapped" || note != HeldNote {
+		t.Errorf("r-1 = row %d of source %d, %s %q; want row %d of source %d, mapped and held", id, src, status, note, rowID, out[2].SourceID)
 	}
-	var rejects, unlinked int
+	var rejects int
 	if err := l.db.QueryRowContext(ctx, `SELECT count(*) FROM rejects WHERE source_id = ?`, out[1].SourceID).Scan(&rejects); err != nil || rejects != 1 {
 		t.Errorf("rejects of the refused message = %d, %v; want 1", rejects, err)
 	}
-	if err := l.db.QueryRowContext(ctx, `SELECT count(*) FROM pay_parts p WHERE NOT EXISTS (SELECT 1 FROM pay_part_entries pe WHERE pe.pay_part_id = p.id)`).Scan(&unlinked); err != nil || unlinked != 0 {
-		t.Errorf("pay parts without their entry = %d, %v", unlinked, err)
+	var refusedEntries int
+	if err := l.db.QueryRowContext(ctx, `SELECT count(*) FROM entries WHERE source_id = ?`, out[1].SourceID).Scan(&refusedEntries); err != nil || refusedEntries != 0 {
+		t.Errorf("entries of the refused message = %d, %v; want none", refusedEntries, err)
+	}
+	if held, other := heldEntries(t, l); held != 3 || other != 0 {
+		t.Errorf("%d entries held, %d not; want n-1, r-1, n-2 held", held, other)
 	}
 }
 
 // TestCommitImports_Bulk: a group of many messages (more than one
-// statement's rows) commits as row by row would: every source, entry and
-// pay part stored, each pay part linked to its own entry.
+// statement's rows) commits as row by row would: every source and entry
+// stored, each entry held in its own source, no pay part.
 func TestCommitImports_Bulk(t *testing.T) {
 	l, _ := newLedger(t)
 	ctx := t.Context()
@@ -173,14 +208,16 @@ func TestCommitImports_Bulk(t *testing.T) {
 			t.Fatalf("intent %d: %+v, %v", i, out[i], errs[i])
 		}
 	}
-	if c := tableCounts(t, l); c["sources"] != len(ins) || c["entries"] != len(ins) || c["pay_parts"] != len(ins) {
-		t.Errorf("counts %v, want %d of each", c, len(ins))
+	// sources: the imports and migration 13's source 0 (the reconciler's).
+	if c := tableCounts(t, l); c["sources"] != len(ins)+1 || c["entries"] != len(ins) {
+		t.Errorf("counts %v, want %d sources (and source 0) and entries", c, len(ins))
 	}
+	noPayParts(t, l, "committed")
 	var wrong int
-	err = l.db.QueryRowContext(ctx, `SELECT count(*) FROM pay_parts p JOIN pay_part_entries pe ON pe.pay_part_id = p.id JOIN entries e ON e.id = pe.entry_id
-		WHERE p.employee_id <> 'emp-' || e.entry_id`).Scan(&wrong)
+	err = l.db.QueryRowContext(ctx, `SELECT count(*) FROM entries e WHERE e.note <> 'held' OR e.status <> 'mapped'
+		OR json_extract(CAST(e.data AS TEXT), '$.employee_id') <> 'emp-' || e.entry_id`).Scan(&wrong)
 	if err != nil || wrong != 0 {
-		t.Errorf("pay parts linked to another entry = %d, %v", wrong, err)
+		t.Errorf("entries not held, or with another's content = %d, %v", wrong, err)
 	}
 	for i, in := range ins {
 		var src int64
@@ -191,8 +228,7 @@ func TestCommitImports_Bulk(t *testing.T) {
 }
 
 // BenchmarkCommitImports: groups of 256 one-entry messages (the NATS
-// intake's unit of work), each a source, an entry and a pay part, into
-// open batches of 100.
+// intake's unit of work), each a source and a held entry.
 func BenchmarkCommitImports(b *testing.B) {
 	l, err := Open(b.Context(), b.TempDir()+"/ledger.db", Options{})
 	if err != nil {
@@ -214,9 +250,9 @@ func BenchmarkCommitImports(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "messages/s")
-	var parts int
-	if err := l.db.QueryRow(`SELECT count(*) FROM pay_parts`).Scan(&parts); err != nil || parts != n {
-		b.Fatalf("%d pay parts, want %d (%v)", parts, n, err)
+	var held int
+	if err := l.db.QueryRow(`SELECT count(*) FROM entries WHERE note = 'held'`).Scan(&held); err != nil || held != n {
+		b.Fatalf("%d held entries, want %d (%v)", held, n, err)
 	}
 }
 
@@ -232,12 +268,12 @@ func TestOpenHeads(t *testing.T) {
 	// A: 7 messages in batches of 3 → two sealed batches and one open;
 	// B: 3 → one sealed; C: 1 → open only.
 	for i := range 7 {
-		ins = append(ins, message(t, "A", fmt.Sprintf("a-%d", i)))
+		ins = append(ins, accumulating(t, "A", fmt.Sprintf("a-%d", i)))
 	}
 	for i := range 3 {
-		ins = append(ins, message(t, "B", fmt.Sprintf("b-%d", i)))
+		ins = append(ins, accumulating(t, "B", fmt.Sprintf("b-%d", i)))
 	}
-	ins = append(ins, message(t, "C", "c-0"))
+	ins = append(ins, accumulating(t, "C", "c-0"))
 	if _, errs, err := l.CommitImports(ctx, ins); err != nil || errors.Join(errs...) != nil {
 		t.Fatal(err, errors.Join(errs...))
 	}
@@ -316,7 +352,7 @@ func TestOpenHeads(t *testing.T) {
 // TestCommitImports_YieldsToDelivery: while another transaction waits for
 // the writer, intake commits one intent per transaction. The outcome is
 // the same as one transaction: every intent committed or refused alone,
-// and the pay parts in the same batches.
+// its entry held, no pay part.
 func TestCommitImports_YieldsToDelivery(t *testing.T) {
 	l, _ := newLedger(t)
 	ctx := t.Context()
@@ -344,15 +380,11 @@ func TestCommitImports_YieldsToDelivery(t *testing.T) {
 		}
 	}
 	after := tableCounts(t, l)
-	if after["sources"]-before["sources"] != 6 || after["pay_parts"]-before["pay_parts"] != 6 {
-		t.Errorf("counts before %v after %v: want 6 more sources and pay parts", before, after)
+	if after["sources"]-before["sources"] != 6 || after["entries"]-before["entries"] != 6 {
+		t.Errorf("counts before %v after %v: want 6 more sources and entries", before, after)
 	}
-	// 7 pay parts of A in batches of 3: two full (sealed), one open with 1.
-	open, err := l.OpenBatches(ctx, 0)
-	if err != nil || len(open) != 2 || open[0].Items != 3 || open[1].Items != 3 {
-		t.Errorf("sealed batches = %+v, %v; want two of 3", open, err)
+	if held, other := heldEntries(t, l); held != 7 || other != 0 {
+		t.Errorf("%d entries held, %d not; want 7 held", held, other)
 	}
-	if n, err := l.Unsealed(ctx); err != nil || n != 1 {
-		t.Errorf("Unsealed = %d, %v; want 1", n, err)
-	}
+	noPayParts(t, l, "committed")
 }

@@ -271,12 +271,17 @@ func TestStagedImport_NothingUntilCommit(t *testing.T) {
 				t.Fatal(err)
 			}
 			mustWrite(t, s, strings.Repeat("x", 3*chunkSize+5))
-			r1 := mustAddEntry(t, s, newEntry(t, ent("new.csv", 1, "r1", "2"), paysync.EntryMapped))
-			r2 := mustAddEntry(t, s, newEntry(t, ent("new.csv", 2, "r2", "2"), paysync.EntryMapped))
+			// As intake stages entries now: mapped, held for the
+			// reconciler, linked to the lines' places, no pay part.
+			held := func(e paysync.Entry) NewEntry {
+				ne := newEntry(t, e, paysync.EntryMapped)
+				ne.Note = HeldNote
+				return ne
+			}
+			r1 := mustAddEntry(t, s, held(ent("new.csv", 1, "r1", "2")))
+			r2 := mustAddEntry(t, s, held(ent("new.csv", 2, "r2", "2")))
 			s.Link(r1, 0)
 			s.Link(r2, 1)
-			s.AddPayPart(0, pp("A", "a"))
-			s.AddPayPart(1, pp("A", "a"))
 			s.AddReject(PhaseEntry, NewReject{Message: "m"})
 			mustFlush(t, s)
 			// Meanwhile: other work on the ledger, within a second.
@@ -297,11 +302,10 @@ func TestStagedImport_NothingUntilCommit(t *testing.T) {
 					t.Fatalf("Commit after cancel = %v", err)
 				}
 			case "paid meanwhile":
-				// Another import pays r2 before this one commits.
-				paid := pp("A", "a")
-				paid.Entries = []paysync.EntryRef{{ID: "r2"}}
-				commit(t, l, ImportIntent{Source: src("other.csv", "other"), Entries: []NewEntry{newEntry(t, ent("other.csv", 1, "r2", "5"), paysync.EntryMapped)},
-					PayParts: []paysync.PlannedPayPart{paid}})
+				// Another import brings r2 before this one commits, and
+				// the reconciler takes it in: it counts (paid).
+				other := hold(t, l, "other.csv", []paysync.Entry{ent("other.csv", 1, "r2", "5")}, nil)
+				reconcile(t, l, other.SourceID)
 				before, counts = dump(t, l), tableCounts(t, l)
 				if _, err := s.Commit("csv", written(s), 0, false); err == nil || !strings.Contains(err.Error(), "entry r2 was already paid") {
 					t.Fatalf("Commit = %v, want entry r2 already paid", err)

@@ -314,30 +314,44 @@ func TestLedger_LookupEntries(t *testing.T) {
 	}
 }
 
+// TestLedger_CommitImportEntryAgain: an entry seen before and never paid
+// (rejected, skipped) is taken again with its new content; one that
+// counts in the desired state (paid) never is: the whole import is
+// refused (intake records its new content as a correction instead); once
+// its import is reverted it no longer counts and is taken again.
 func TestLedger_CommitImportEntryAgain(t *testing.T) {
 	t.Parallel()
 	l, clk := newLedger(t)
 	ctx := t.Context()
+	paid := newEntry(t, ent("one.csv", 3, "paid", "1"), paysync.EntryMapped)
+	paid.Note = HeldNote
 	first := commit(t, l, ImportIntent{
 		Source: src("one.csv", "one"),
 		Entries: []NewEntry{
 			newEntry(t, ent("one.csv", 1, "rej", "1"), paysync.EntryRejected),
 			newEntry(t, ent("one.csv", 2, "skip", "1"), paysync.EntrySkipped),
-			newEntry(t, ent("one.csv", 3, "paid", "1"), paysync.EntryMapped),
+			paid,
 		},
-		PayParts: []paysync.PlannedPayPart{pp("A", "x", paysync.EntryRef{ID: "paid"})},
 	})
+	reconcile(t, l, first.SourceID) // paid counts, and has its pay part
 	clk.Advance(3600e9)
 
 	// Rejected and skipped entries come back with new content: taken.
 	rej2 := ent("two.csv", 7, "rej", "2")
 	rej2.Code = "FIXED"
 	skip2 := ent("two.csv", 8, "skip", "3")
+	held := func(e paysync.Entry) NewEntry {
+		ne := newEntry(t, e, paysync.EntryMapped)
+		ne.Note = HeldNote
+		return ne
+	}
 	second := commit(t, l, ImportIntent{
-		Source:   src("two.csv", "two"),
-		Entries:  []NewEntry{newEntry(t, rej2, paysync.EntryMapped), newEntry(t, skip2, paysync.EntryMapped)},
-		PayParts: []paysync.PlannedPayPart{pp("A", "y", rej2.Ref(), skip2.Ref(), paysync.EntryRef{ID: "paid"})},
+		Source:  src("two.csv", "two"),
+		Entries: []NewEntry{held(rej2), held(skip2)},
 	})
+	if len(second.BatchIDs) != 0 {
+		t.Errorf("the second import made batches %v, want none (held for the reconciler)", second.BatchIDs)
+	}
 	known, err := l.LookupEntries(ctx, []string{"rej", "skip", "paid"})
 	if err != nil {
 		t.Fatal(err)
@@ -355,23 +369,13 @@ func TestLedger_CommitImportEntryAgain(t *testing.T) {
 	}
 	sameEntry(t, es[0], rej2)
 	sameEntry(t, es[1], skip2)
-	// The pay part of the second import names the new and the old entries.
-	d, err := l.BatchDetail(ctx, second.BatchIDs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantRefs := []ItemEntry{{"two.csv", 7, "rej"}, {"two.csv", 8, "skip"}, {"one.csv", 3, "paid"}}
-	if len(d.Items) != 1 || !sameRefs(d.Items[0].Entries, wantRefs) {
-		t.Errorf("entries of the second pay part: %+v, want %+v", d.Items, wantRefs)
-	}
 
 	// A paid entry never comes back: the whole import is refused.
 	before := dump(t, l)
 	paid2 := ent("three.csv", 1, "paid", "9")
 	_, err = l.CommitImport(ctx, ImportIntent{
-		Source:   src("three.csv", "three"),
-		Entries:  []NewEntry{newEntry(t, ent("three.csv", 2, "fresh", "1"), paysync.EntryMapped), newEntry(t, paid2, paysync.EntryMapped)},
-		PayParts: []paysync.PlannedPayPart{pp("A", "z", paid2.Ref())},
+		Source:  src("three.csv", "three"),
+		Entries: []NewEntry{held(ent("three.csv", 2, "fresh", "1")), held(paid2)},
 	})
 	if err == nil || !strings.Contains(err.Error(), "paid") || !strings.Contains(err.Error(), "already") {
 		t.Errorf("CommitImport of a paid entry: %v, want an 'already paid' error", err)
@@ -381,6 +385,15 @@ func TestLedger_CommitImportEntryAgain(t *testing.T) {
 	}
 	if _, ok, _ := l.SourceByHash(ctx, paysync.PayloadHash([]byte("three"))); ok {
 		t.Error("the refused source was stored")
+	}
+
+	// Its import reverted, it no longer counts: taken again.
+	if _, err := l.Revert(ctx, Target{Import: first.SourceID}); err != nil {
+		t.Fatal(err)
+	}
+	four := commit(t, l, ImportIntent{Source: src("four.csv", "four"), Entries: []NewEntry{held(ent("four.csv", 1, "paid", "9"))}})
+	if k, err := l.LookupEntries(ctx, []string{"paid"}); err != nil || k["paid"].SourceID != four.SourceID || k["paid"].Status != paysync.EntryMapped {
+		t.Errorf("paid after its import was reverted and it came again: %+v, %v", k["paid"], err)
 	}
 }
 
@@ -477,7 +490,6 @@ func TestLedger_CommitImportBadKind(t *testing.T) {
 func TestLedger_CommitImportReplay(t *testing.T) {
 	t.Parallel()
 	l, clk := newLedger(t)
-	ctx := t.Context()
 	e := ent("f.csv", 1, "e1", "1")
 	first := commit(t, l, ImportIntent{
 		Source:   src("f.csv", "f"),

@@ -435,22 +435,39 @@ func (l *Ledger) Replay(ctx context.Context, sc Target) (int, error) {
 	})
 }
 
+// CheckOpen refuses an operation on a period that overlaps a closed one
+// (ErrClosedPeriod): it would change nothing in payroll, only its desired
+// state behind the operator's back.
+func (l *Ledger) CheckOpen(ctx context.Context, sc Target) error {
+	return checkOpen(ctx, l.rdb, sc)
+}
+
+func checkOpen(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, sc Target) error {
+	if sc.Period == nil {
+		return nil
+	}
+	var closed string
+	err := q.QueryRowContext(ctx, `SELECT period FROM closed_periods WHERE first_day <= ? AND last_day >= ? ORDER BY first_day LIMIT 1`,
+		sc.Period.Last().Format(time.DateOnly), sc.Period.First().Format(time.DateOnly)).Scan(&closed)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %s overlaps period %s, closed: reopen it first (paysync periods open %s)", ErrClosedPeriod, sc.Period, closed, closed)
+}
+
 // change runs fn and recounts the entries of sc.
 func (l *Ledger) change(ctx context.Context, op string, sc Target, replay bool, fn func(st *stmts, sub string, args []any) error) (int, error) {
 	var n int
 	err := l.tx(ctx, op, func(tx *sql.Tx) error {
 		st := l.stmts(ctx, tx)
 		defer st.close()
-		if sc.Period != nil {
-			var closed string
-			err := st.queryRow(`SELECT period FROM closed_periods WHERE first_day <= ? AND last_day >= ? ORDER BY first_day LIMIT 1`,
-				sc.Period.Last().Format(time.DateOnly), sc.Period.First().Format(time.DateOnly)).Scan(&closed)
-			if err == nil {
-				return fmt.Errorf("%w: %s overlaps period %s, closed: reopen it first (paysync periods open %s)", ErrClosedPeriod, sc.Period, closed, closed)
-			}
-			if !errors.Is(err, sql.ErrNoRows) {
-				return err
-			}
+		if err := checkOpen(ctx, st, sc); err != nil {
+			return err
 		}
 		sub, args := targetEntries(sc, replay)
 		ids, err := entryIDs(ctx, tx, sub, args)

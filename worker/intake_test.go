@@ -100,13 +100,28 @@ func TestIntake_EverySourceAlike(t *testing.T) {
 			}
 			statuses := count(t, db, `SELECT count(*) FROM entries WHERE status = 'mapped' AND entry_id IN ('wasbad', 'wasskipped', 'dup')`)
 			wire := count(t, db, `SELECT count(*) FROM entries WHERE status = 'rejected' AND entry_id = 'wire'`)
-			changed := count(t, db, `SELECT count(*) FROM entries e JOIN sources s ON s.id = e.source_id WHERE e.entry_id = 'changed' AND s.name = 'earlier.ndjson'`)
-			if changed != 1 {
-				t.Errorf("the paid entry changed was taken again (it is a correction, applied by the corrector)")
+			// The paid entry changed is not taken as a new entry: it is one
+			// entry with a new version (the file's, which the import's
+			// reconcile took into the desired state: its line counts, the
+			// earlier one no longer). A source refused as a whole adds none.
+			if n := count(t, db, `SELECT count(*) FROM entries WHERE entry_id = 'changed'`); n != 1 {
+				t.Errorf("the paid entry changed is %d entries, want 1 (a correction is a new version of it)", n)
 			}
-			pending := count(t, db, `SELECT count(*) FROM entry_corrections c JOIN entries e ON e.id = c.entry WHERE e.entry_id = 'changed' AND c.state = 'pending'`)
-			if want := map[bool]int{true: 1, false: 0}[source == "file"]; pending != want {
-				t.Errorf("%d pending corrections of the changed entry, want %d", pending, want)
+			versions := count(t, db, `SELECT count(*) FROM versions v JOIN entries e ON e.id = v.entry WHERE e.entry_id = 'changed'`)
+			counting := count(t, db, `SELECT count(*) FROM lines l JOIN versions v ON v.id = l.version JOIN entries e ON e.id = v.entry
+				JOIN sources s ON s.id = v.source_id WHERE e.entry_id = 'changed' AND l.counts = 1 AND s.name = ?`, map[bool]string{true: "new.ndjson", false: "earlier.ndjson"}[source == "file"])
+			if want := map[bool]int{true: 2, false: 1}[source == "file"]; versions != want || counting != 1 {
+				t.Errorf("the changed entry: %d versions, %d lines of the expected one count; want %d and 1", versions, counting, want)
+			}
+			if n := count(t, db, `SELECT count(*) FROM entry_corrections WHERE state = 'pending'`); n != 0 {
+				t.Errorf("%d corrections still pending after the import's reconcile", n)
+			}
+			// What the reconcile planned: each group's entries once, the
+			// changed one with its new hours only where the source was taken.
+			if source == "file" {
+				e.wantLive(t, "partial file", "MV8x|MV8xXzE=|T1|5", "MV8x|MV8xXzI=|T1|5", "MV8x|MV8xXzM=|T1|1")
+			} else {
+				e.wantLive(t, "refused as a whole", "MV8x|MV8xXzE=|T1|2", "MV8x|MV8xXzI=|T1|3")
 			}
 			if source == "file" {
 				// The good entries are taken (also those rejected or skipped

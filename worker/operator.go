@@ -40,6 +40,7 @@ type OperationsLedger interface {
 	Source(ctx context.Context, id int64) (ledger.Source, error)
 	Batch(ctx context.Context, id int64) (ledger.Batch, error)
 	Family(ctx context.Context, id int64) ([]ledger.Batch, error)
+	CheckOpen(ctx context.Context, t ledger.Target) error
 }
 
 var _ OperationsLedger = (*ledger.Ledger)(nil)
@@ -96,6 +97,9 @@ type Preview struct {
 // Preview shows op before it is run; it changes nothing.
 func (o *Operations) Preview(ctx context.Context, op Operation) (Preview, error) {
 	pv := Preview{Op: op}
+	if err := o.L.CheckOpen(ctx, op.Target); err != nil {
+		return pv, err
+	}
 	// What intake recorded is taken in first (nothing is sent), so that
 	// the operation sees every entry.
 	if _, err := o.R.Absorb(ctx); err != nil {
@@ -113,6 +117,9 @@ func (o *Operations) Preview(ctx context.Context, op Operation) (Preview, error)
 // and (with D) sent. Run again, it changes nothing more; after a crash it
 // finishes what is left.
 func (o *Operations) Run(ctx context.Context, op Operation) (entries int, batches []int64, err error) {
+	if err := o.L.CheckOpen(ctx, op.Target); err != nil {
+		return 0, nil, err
+	}
 	if _, err := o.R.Absorb(ctx); err != nil {
 		return 0, nil, err
 	}

@@ -3,6 +3,7 @@ package worker_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -113,15 +114,17 @@ func TestCorrections_File(t *testing.T) {
 }
 
 // TestCorrections_Messages: the same for streamed entries: a message with
-// a paid entry changed replaces that entry's pay part through the sending
-// loop (the corrector runs before each look), a tombstone removes one, and
-// the corrected entry again, in another message, makes no call.
+// a paid entry changed replaces the pay part of its group (company ×
+// employee × code × rate × month: both of Mette's messages are one pay part)
+// through the sending loop (the reconciler runs before each look), another
+// group's pay part keeps its payroll id, a tombstone takes its entry's hours
+// out, and the corrected entry again, in another message, makes no call.
 func TestCorrections_Messages(t *testing.T) {
 	e := setup(t, sandbox.Options{})
 	mi := e.messageImporter(t)
 	rec := &worker.Reconciler{L: e.led, Mapper: mi.Mapper, Rules: mi.Rules, Wire: mi.Wire, BatchSize: 100}
 	pipe := &worker.Pipeline{L: e.led, D: e.deliverer(e.cl), Correct: applyWith(rec)}
-	mette := sandbox.EmpMetteHansen
+	mette, lars := sandbox.EmpMetteHansen, sandbox.EmpLarsNielsen
 	send := func(step string, bodies ...string) []worker.Report {
 		t.Helper()
 		msgs := make([]worker.Message, len(bodies))
@@ -142,17 +145,16 @@ func TestCorrections_Messages(t *testing.T) {
 		}
 		return reps
 	}
-	send("first", entryJSON("m1", mette, "T1", "8"), entryJSON("m2", mette, "T1", "2"))
-	e.holds(t, "first", mette+"|T1|8", mette+"|T1|2")
-	two := e.payrollParts()[mette+"|T1|2"]
+	send("first", entryJSON("m1", mette, "T1", "8"), entryJSON("m2", mette, "T1", "2"), entryJSON("m3", lars, "T1", "5"))
+	first := e.holds(t, "first", mette+"|T1|10", lars+"|T1|5")
 
 	reps := send("correction", entryJSON("m1", mette, "T1", "8.5"))
 	if reps[0].Corrections != 1 {
 		t.Errorf("correction: %+v", reps[0])
 	}
-	e.holds(t, "correction", mette+"|T1|8.5", mette+"|T1|2")
-	if e.payrollParts()[mette+"|T1|2"] != two {
-		t.Errorf("the pay part of the entry not corrected was replaced")
+	second := e.holds(t, "correction", mette+"|T1|10.5", lars+"|T1|5")
+	if second[lars+"|T1|5"] != first[lars+"|T1|5"] {
+		t.Errorf("the pay part of the group the correction does not touch was replaced")
 	}
 
 	writes := func() int {
@@ -166,14 +168,15 @@ func TestCorrections_Messages(t *testing.T) {
 	}
 
 	send("tombstone", `{"id":"m2","deleted":true}`)
-	e.holds(t, "tombstone", mette+"|T1|8.5")
+	e.holds(t, "tombstone", mette+"|T1|8.5", lars+"|T1|5")
 }
 
 // TestCorrections_PeriodStatement: an import given as the complete
 // statement of its source for a period removes the entries of that source
-// and period it no longer has (their pay parts replaced), takes added
-// rows, warns of rows outside the period without importing them, and
-// leaves another source's entries of the same period alone.
+// and period it no longer has (their groups' pay parts replaced), takes
+// added rows, warns of rows outside the period without importing them, and
+// leaves another source's entries of the same period alone (they stay in
+// their group's total); a group it does not change keeps its payroll id.
 func TestCorrections_PeriodStatement(t *testing.T) {
 	e := setup(t, sandbox.Options{})
 	rules := mapping.DefaultRules()
@@ -182,7 +185,7 @@ func TestCorrections_PeriodStatement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mette, lars := sandbox.EmpMetteHansen, sandbox.EmpLarsNielsen
+	mette, lars, sofie := sandbox.EmpMetteHansen, sandbox.EmpLarsNielsen, sandbox.EmpSofieJensen
 	dated := func(id, emp, date, hours string) string {
 		return fmt.Sprintf(`{"id":%q,"employee_id":%q,"date":%q,"hours":%s,"code":"T1"}`, id, emp, date, hours)
 	}
@@ -202,36 +205,51 @@ func TestCorrections_PeriodStatement(t *testing.T) {
 	}
 	rep := run("nov.ndjson", "",
 		dated("s1", mette, "2026-11-02", "8"), dated("s2", mette, "2026-11-03", "2"), dated("s3", lars, "2026-11-04", "5"),
-		dated("s0", lars, "2026-10-31", "7"))
-	if rep.Outside != 1 || len(rep.Warnings) != 1 || !strings.Contains(rep.Warnings[0], "outside 2026-11") || !strings.Contains(rep.Warnings[0], ":4") {
+		dated("s5", sofie, "2026-11-06", "4"), dated("s0", lars, "2026-10-31", "7"))
+	if rep.Outside != 1 || len(rep.Warnings) != 1 || !strings.Contains(rep.Warnings[0], "outside 2026-11") || !strings.Contains(rep.Warnings[0], ":5") {
 		t.Errorf("row outside the period: %d, warnings %v", rep.Outside, rep.Warnings)
 	}
 	run("other.ndjson", "timelog", dated("o1", mette, "2026-11-10", "3"))
-	e.holds(t, "first statement", mette+"|T1|10", lars+"|T1|5", mette+"|T1|3")
-	five := e.payrollParts()[lars+"|T1|5"]
+	// Mette: s1 8 + s2 2 + the other source's o1 3, one pay part.
+	first := e.holds(t, "first statement", mette+"|T1|13", lars+"|T1|5", sofie+"|T1|4")
 
 	// s2 is gone from the statement, s4 is new.
-	rep = run("nov-again.ndjson", "", dated("s1", mette, "2026-11-02", "8"), dated("s3", lars, "2026-11-04", "5"), dated("s4", lars, "2026-11-05", "1"))
-	if rep.Removed != 1 || rep.Duplicates != 2 {
-		t.Errorf("second statement: removed %d, duplicates %d; want 1, 2", rep.Removed, rep.Duplicates)
+	rep = run("nov-again.ndjson", "", dated("s1", mette, "2026-11-02", "8"), dated("s3", lars, "2026-11-04", "5"), dated("s4", lars, "2026-11-05", "1"),
+		dated("s5", sofie, "2026-11-06", "4"))
+	if rep.Removed != 1 || rep.Duplicates != 3 {
+		t.Errorf("second statement: removed %d, duplicates %d; want 1, 3", rep.Removed, rep.Duplicates)
 	}
-	e.holds(t, "second statement", mette+"|T1|8", lars+"|T1|5", lars+"|T1|1", mette+"|T1|3")
-	if e.payrollParts()[lars+"|T1|5"] != five {
+	second := e.holds(t, "second statement", mette+"|T1|11", lars+"|T1|6", sofie+"|T1|4")
+	if second[sofie+"|T1|4"] != first[sofie+"|T1|4"] {
 		t.Errorf("a pay part the statement does not change was replaced")
 	}
 
 	// The same statement again, as another file: nothing changes.
-	rep = run("nov-third.ndjson", "", dated("s4", lars, "2026-11-05", "1"), dated("s1", mette, "2026-11-02", "8"), dated("s3", lars, "2026-11-04", "5"))
-	if rep.Removed != 0 || rep.Corrections != 0 || rep.Duplicates != 3 {
+	writes := func() int {
+		r := e.sb.State().Counters.Requests
+		return r["create_pay_parts"] + r["delete_pay_parts"]
+	}
+	before := writes()
+	rep = run("nov-third.ndjson", "", dated("s5", sofie, "2026-11-06", "4"), dated("s4", lars, "2026-11-05", "1"), dated("s1", mette, "2026-11-02", "8"),
+		dated("s3", lars, "2026-11-04", "5"))
+	if rep.Removed != 0 || rep.Corrections != 0 || rep.Duplicates != 4 {
 		t.Errorf("the same statement again: %+v", rep)
 	}
-	e.holds(t, "the same statement again", mette+"|T1|8", lars+"|T1|5", lars+"|T1|1", mette+"|T1|3")
+	if n := writes() - before; n != 0 {
+		t.Errorf("the same statement again made %d calls to payroll, want none", n)
+	}
+	third := e.holds(t, "the same statement again", mette+"|T1|11", lars+"|T1|6", sofie+"|T1|4")
+	for k, id := range second {
+		if third[k] != id {
+			t.Errorf("the same statement again replaced %s", k)
+		}
+	}
 }
 
-// TestCorrections_AfterRevert: after its import is reverted, a corrected
+// TestCorrections_AfterRevert: after its batch is reverted, a corrected
 // export pays every entry again (the changed one with its new content), not
 // only the changed one: entries no longer in payroll are not "in the
-// ledger already".
+// ledger already" (listed again, they count again).
 func TestCorrections_AfterRevert(t *testing.T) {
 	e := setup(t, sandbox.Options{})
 	rules := mapping.DefaultRules()
@@ -253,8 +271,10 @@ func TestCorrections_AfterRevert(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep := sum.Inputs[0].Report
-	if rep.Duplicates != 0 || rep.Corrections != 0 || rep.Mapped != 3 {
-		t.Errorf("corrected export after the revert: %+v; want its 3 entries taken again", rep)
+	// Each entry is taken again as a new version of it (reported with the
+	// corrections), none is dropped as a duplicate.
+	if rep.Duplicates != 0 || rep.Mapped+rep.Corrections != 3 || rep.PayParts != 2 {
+		t.Errorf("corrected export after the revert: %+v; want its 3 entries taken again, in 2 pay parts", rep)
 	}
 	got := e.payrollParts()
 	if len(got) != 2 || got[mette+"|T1|10.5"] == "" || got[lars+"|T1|5"] == "" {
@@ -262,9 +282,12 @@ func TestCorrections_AfterRevert(t *testing.T) {
 	}
 }
 
-// TestCorrections_ClosedPeriod: a correction of an entry dated in a closed
-// period is a problem of the message (naming the period), recorded before
-// the close it is refused by the corrector; payroll keeps what it holds.
+// TestCorrections_ClosedPeriod: a period closed once payroll ran is
+// frozen: a correction of an entry dated in it (recorded before the close,
+// or after it) is recorded, not refused, but nothing is created or deleted
+// there, whatever happens; the plan lists the group as late (what it would
+// hold). Opened again, the next reconcile catches up to the desired total,
+// as one pay part.
 func TestCorrections_ClosedPeriod(t *testing.T) {
 	e := setup(t, sandbox.Options{})
 	mi := e.messageImporter(t)
@@ -279,11 +302,20 @@ func TestCorrections_ClosedPeriod(t *testing.T) {
 		}
 		return reps[0]
 	}
+	flush := func() {
+		t.Helper()
+		if err := pipe.Flush(ctx(t), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writes := func() int {
+		r := e.sb.State().Counters.Requests
+		return r["create_pay_parts"] + r["delete_pay_parts"]
+	}
 	plan(entryJSON("k1", mette, "T1", "8"))
 	plan(entryJSON("k2", mette, "T1", "3"))
-	if err := pipe.Flush(ctx(t), 0); err != nil {
-		t.Fatal(err)
-	}
+	flush()
+	first := e.holds(t, "before the close", mette+"|T1|11")
 	nov, _ := paysync.ParsePeriod("2026-11")
 
 	// Recorded while open, closed before it is applied.
@@ -293,24 +325,50 @@ func TestCorrections_ClosedPeriod(t *testing.T) {
 	if _, err := e.led.ClosePeriod(ctx(t), nov, "payroll ran"); err != nil {
 		t.Fatal(err)
 	}
+	// Recorded after the close: not a problem of the message.
 	rep := plan(entryJSON("k1", mette, "T1", "9"))
-	probs := rep.ProblemList()
-	if len(probs) != 1 || !strings.Contains(probs[0].Error(), "in period 2026-11, closed on") {
-		t.Fatalf("a correction to the closed period: %+v, problems %v", rep, probs)
+	if probs := rep.ProblemList(); len(probs) != 0 || rep.Corrections != 1 || rep.RejectedAs != 0 {
+		t.Fatalf("a correction to the closed period: %+v, problems %v; want it recorded", rep, probs)
 	}
-	if err := pipe.Flush(ctx(t), 0); err != nil {
+	before := writes()
+	flush()
+	if n := writes() - before; n != 0 {
+		t.Errorf("%d calls to payroll for a closed period, want none", n)
+	}
+	if got := e.holds(t, "after the close", mette+"|T1|11"); got[mette+"|T1|11"] != first[mette+"|T1|11"] {
+		t.Errorf("the closed period's pay part was replaced")
+	}
+	if n := count(t, rawLedger(t, e.led.Path()), `SELECT count(*) FROM entry_corrections WHERE state = 'pending'`); n != 0 {
+		t.Errorf("%d corrections not taken into the desired state", n)
+	}
+	p, err := rec.Plan(ctx(t), worker.PlanFilter{All: true})
+	if err != nil {
 		t.Fatal(err)
 	}
-	got := e.payrollParts()
-	if len(got) != 2 || got[mette+"|T1|8"] == "" || got[mette+"|T1|3"] == "" {
-		t.Errorf("payroll holds %v, want k1's 8 and k2's 3 as before the close", got)
+	if len(p.Changes) != 1 || p.Changes[0].Kind != worker.ChangeLate || p.Sends() ||
+		p.Changes[0].Before.Units.Decimal.String() != "11" || p.Changes[0].After.Units.Decimal.String() != "13" {
+		t.Fatalf("plan of the closed period: %+v; want its group late, 11 → 13", p)
 	}
-	
+
+	// Opened again: the next reconcile catches up (k1 9 + k2 4).
+	if _, err := e.led.ReopenPeriod(ctx(t), nov); err != nil {
+		t.Fatal(err)
+	}
+	flush()
+	e.holds(t, "opened again", mette+"|T1|13")
+	before = writes()
+	flush()
+	if n := writes() - before; n != 0 {
+		t.Errorf("a second flush made %d calls", n)
+	}
 }
 
-// TestCorrections_Preview: a dry run of a corrected export shows the
-// delta (the pay part it would replace, and the one it would create with
-// the new total and the entries behind it) and changes nothing.
+// TestCorrections_Preview: a dry run of a corrected export (as paysync
+// import --dry-run does it: the import into a copy of the ledger with its
+// reconcile deferred, then the reconciler's plan of the copy) shows the
+// change of the group it is in (the pay part it replaces, 10 → 10.5, the
+// entries behind it) and changes nothing: not payroll, not the ledger.
+// The real import then does what the plan said.
 func TestCorrections_Preview(t *testing.T) {
 	e := setup(t, sandbox.Options{})
 	rules := mapping.DefaultRules()
@@ -320,16 +378,62 @@ func TestCorrections_Preview(t *testing.T) {
 		[]byte(entryJSON("d1", mette, "T1", "8")+"\n"+entryJSON("d2", mette, "T1", "2")+"\n"))}, nil); err != nil {
 		t.Fatal(err)
 	}
-	before := e.payrollParts()
-	res, err := im.PreviewAll(ctx(t), []worker.Input{fileInput(t, "v2.ndjson",
-		[]byte(entryJSON("d1", mette, "T1", "8.5")+"\n"+entryJSON("d2", mette, "T1", "2")+"\n"))}, nil)
+	before := e.holds(t, "v1", mette+"|T1|10")
+	calls := e.cl.Calls()
+	v2 := []byte(entryJSON("d1", mette, "T1", "8.5") + "\n" + entryJSON("d2", mette, "T1", "2") + "\n")
+
+	path := filepath.Join(t.TempDir(), "copy.db")
+	if err := e.led.CopyTo(ctx(t), path); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := ledger.Open(ctx(t), path, ledger.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-_ = res
-	if after := e.payrollParts(); len(after) != len(before) || after[mette+"|T1|10"] == "" {
-		t.Errorf("a preview changed payroll: %v", after)
+	defer cp.Close()
+	dry := &worker.Importer{L: cp, Mapper: im.Mapper, Rules: rules, Wire: im.Wire, BatchSize: 100, Defer: true}
+	rep, err := dry.Plan(ctx(t), paysync.SourceFile, "v2.ndjson", v2)
+	if err != nil || rep.Corrections != 1 || rep.Duplicates != 1 || len(rep.Batches) != 0 {
+		t.Fatalf("dry import: %+v, %v", rep, err)
 	}
+	rec := dry.Reconciler()
+	if _, err := rec.Absorb(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	p, err := rec.Plan(ctx(t), worker.PlanFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Changes) != 1 {
+		t.Fatalf("plan: %+v, want one change", p)
+	}
+	c := p.Changes[0]
+	if c.Kind != worker.ChangeReplace || c.Before.Units.Decimal.String() != "10" || c.After.Units.Decimal.String() != "10.5" ||
+		c.Desired == nil || c.Desired.Units.Decimal.String() != "10.5" || c.Group.Lines != 2 || len(c.Group.Live) != 1 {
+		t.Fatalf("plan: %+v; want the pay part of 10 replaced by one of 10.5, 2 entries behind it", c)
+	}
+
+	if n := e.cl.Calls() - calls; n != 0 {
+		t.Errorf("the dry run made %d payroll calls", n)
+	}
+	if after := e.holds(t, "after the dry run", mette+"|T1|10"); after[mette+"|T1|10"] != before[mette+"|T1|10"] {
+		t.Errorf("a dry run replaced the pay part")
+	}
+	if srcs := e.importSources(t); len(srcs) != 1 {
+		t.Errorf("the ledger holds %d imports after a dry run, want 1", len(srcs))
+	}
+	if p, err := im.Reconciler().Plan(ctx(t), worker.PlanFilter{}); err != nil || len(p.Changes) != 0 {
+		t.Errorf("the ledger's own plan after a dry run: %+v, %v; want nothing", p, err)
+	}
+	if n := count(t, rawLedger(t, e.led.Path()), `SELECT count(*) FROM entry_corrections`); n != 0 {
+		t.Errorf("a dry run recorded %d corrections", n)
+	}
+
+	// The real import does what the plan said.
+	if _, err := im.ImportAll(ctx(t), e.led, []worker.Input{fileInput(t, "v2.ndjson", v2)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	e.holds(t, "v2", mette+"|T1|10.5")
 }
 
 // TestCorrections_MovesCompany: a correction that moves an entry to
@@ -523,10 +627,12 @@ func TestCorrections_StatementOfOneCompany(t *testing.T) {
 	}
 }
 
-// TestCorrections_AggregateWithClosedHours: a correction of an entry in an
-// open week whose monthly pay part also sums hours of a closed week is
-// refused (replacing it would pay the closed hours again), naming the
-// period; payroll is unchanged.
+// TestCorrections_AggregateWithClosedHours: a monthly group that also
+// sums hours of a closed week is frozen: a correction of an entry in an
+// open week of it is recorded (no reject), but its pay part is not replaced
+// (that would pay the closed week's hours again): payroll keeps the monthly
+// 12, the plan lists the group as late (12 → 13). With the week opened
+// again, the next reconcile brings it to 13.
 func TestCorrections_AggregateWithClosedHours(t *testing.T) {
 	e := setup(t, sandbox.Options{})
 	im := e.importer(t, mapping.DefaultRules(), 100)
@@ -537,24 +643,47 @@ func TestCorrections_AggregateWithClosedHours(t *testing.T) {
 	run := func(name, body string) worker.Report {
 		t.Helper()
 		sum, err := im.ImportAll(ctx(t), e.led, []worker.Input{fileInput(t, name, []byte(body))}, nil)
-		if err != nil {
-			t.Fatal(err)
+		if err != nil || sum.Unfinished != 0 {
+			t.Fatal(err, sum.Unfinished)
 		}
 		return sum.Inputs[0].Report
 	}
 	run("v1.ndjson", row("w1", "2026-11-03", "8")+row("w2", "2026-11-20", "4"))
+	first := e.holds(t, "v1", mette+"|T1|12")
 	w45, _ := paysync.ParsePeriod("2026-W45")
 	if _, err := e.led.ClosePeriod(ctx(t), w45, ""); err != nil {
 		t.Fatal(err)
 	}
-	run("v2.ndjson", row("w2", "2026-11-20", "5"))
-	if got := e.payrollParts(); len(got) != 1 || got[mette+"|T1|12"] == "" {
-		t.Fatalf("payroll holds %v, want the monthly 12 unchanged", got)
+	rep := run("v2.ndjson", row("w2", "2026-11-20", "5"))
+	if probs := rep.ProblemList(); len(probs) != 0 || rep.Corrections != 1 || rep.PayParts != 0 {
+		t.Fatalf("the correction: %+v, problems %v; want it recorded, no pay part", rep, probs)
 	}
-	rejects, err := e.led.Rejects(ctx(t), 2)
-	if err != nil || len(rejects) != 1 || !strings.Contains(rejects[0].Message, "in period 2026-W45, closed on") {
-		t.Fatalf("rejects of the correction: %+v, %v", rejects, err)
+	if got := e.holds(t, "after the correction", mette+"|T1|12"); got[mette+"|T1|12"] != first[mette+"|T1|12"] {
+		t.Fatalf("the monthly pay part with closed hours was replaced")
 	}
+	if rejects, err := e.led.Rejects(ctx(t), rep.ImportID); err != nil || len(rejects) != 0 {
+		t.Errorf("rejects of the correction: %+v, %v; want none", rejects, err)
+	}
+	p, err := im.Reconciler().Plan(ctx(t), worker.PlanFilter{All: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Changes) != 1 || p.Changes[0].Kind != worker.ChangeLate || p.Changes[0].After.Units.Decimal.String() != "13" {
+		t.Fatalf("plan: %+v; want the monthly group late, 12 → 13", p)
+	}
+	if _, err := e.led.ReopenPeriod(ctx(t), w45); err != nil {
+		t.Fatal(err)
+	}
+	d := e.deliverer(e.cl)
+	bs, err := im.Reconciler().Apply(ctx(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Deliver(ctx(t), bs); err != nil {
+		t.Fatal(err)
+	}
+	e.holds(t, "the week opened again", mette+"|T1|13")
+	e.checkLedger(t)
 }
 
 // TestScope_RevertMessageInACutoffAggregate: in cutoff mode a message's

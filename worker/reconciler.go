@@ -222,6 +222,9 @@ type PlanFilter struct {
 	Company string
 	Period  *paysync.Period
 	All     bool // every group, not only those that changed since planned
+	// keepClean keeps the dirty groups that need nothing in the plan
+	// (Apply clears their mark).
+	keepClean bool
 }
 
 // planPage is how many groups one read plans.
@@ -243,7 +246,7 @@ func (r *Reconciler) Plan(ctx context.Context, f PlanFilter) (Plan, error) {
 		}
 		for _, g := range gs {
 			c := r.decide(ctx, g)
-			if c.Kind != ChangeNone || f.All {
+			if c.Kind != ChangeNone || f.All || f.keepClean {
 				out.Changes = append(out.Changes, c)
 			}
 		}
@@ -393,7 +396,8 @@ func (r *Reconciler) Apply(ctx context.Context, source int64) ([]int64, error) {
 	}
 	var batches []int64
 	for try := 0; try < maxStale; try++ {
-		p, err := r.Plan(ctx, PlanFilter{})
+		// Every dirty group: those that need nothing only lose their mark.
+		p, err := r.Plan(ctx, PlanFilter{keepClean: true})
 		if err != nil {
 			return batches, err
 		}
@@ -404,10 +408,6 @@ func (r *Reconciler) Apply(ctx context.Context, source int64) ([]int64, error) {
 				continue
 			}
 			byCompany[c.Group.Key.Company] = append(byCompany[c.Group.Key.Company], c.change)
-		}
-		// Groups planned unchanged only lose their dirty mark.
-		if err := r.clean(ctx); err != nil {
-			return batches, err
 		}
 		companies := make([]string, 0, len(byCompany))
 		for co := range byCompany {
@@ -429,31 +429,6 @@ func (r *Reconciler) Apply(ctx context.Context, source int64) ([]int64, error) {
 	return batches, nil
 }
 
-// clean clears the dirty mark of groups that need nothing.
-func (r *Reconciler) clean(ctx context.Context) error {
-	var after int64
-	for {
-		gs, err := r.L.Groups(ctx, ledger.GroupFilter{Dirty: true, After: after, Limit: planPage})
-		if err != nil {
-			return err
-		}
-		byCompany := map[string][]ledger.GroupChange{}
-		for _, g := range gs {
-			if c := r.decide(ctx, g); c.Kind == ChangeNone {
-				byCompany[g.Key.Company] = append(byCompany[g.Key.Company], c.change)
-			}
-		}
-		for co, cs := range byCompany {
-			if _, _, err := r.L.ApplyPlan(ctx, co, 0, cs, r.BatchSize); err != nil {
-				return err
-			}
-		}
-		if len(gs) < planPage {
-			return nil
-		}
-		after = gs[len(gs)-1].ID
-	}
-}
 
 // cannotDelete reports whether the payroll server offers no delete
 // mutation: a group then only grows (a pay part of the difference).

@@ -78,10 +78,7 @@ func TestInbox_Poll_writerStopsMidLine(t *testing.T) {
 			if err != nil || len(rep.Problems) > 0 || rep.ImportID == 0 {
 				t.Fatalf("reference import: %+v %v %v", rep, rep.Problems, err)
 			}
-			refEntries, err := ref.led.EntriesOfSource(context.Background(), rep.ImportID)
-			if err != nil {
-				t.Fatal(err)
-			}
+			refEntries := ref.entryIDs(t, rep.ImportID)
 
 			e := newRealEnv(t, tt.rules, true)
 			dir := t.TempDir()

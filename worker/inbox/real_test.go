@@ -2,6 +2,7 @@ package inbox_test
 
 import (
 	"context"
+	"database/sql"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -94,4 +95,32 @@ func loadRules(t *testing.T, path string) *mapping.Rules {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// entryIDs returns the ids of the entries import recorded (the ledger's
+// entries rows of that source), in ledger order, read from the ledger file.
+func (e *realEnv) entryIDs(t *testing.T, source int64) []string {
+	t.Helper()
+	db, err := sql.Open("sqlite", e.led.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(t.Context(), `SELECT entry_id FROM entries WHERE source_id = ? ORDER BY id`, source)
+	if err != nil {
+		t.Fatalf("entries of import %d: %v", source, err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return ids
 }

@@ -105,12 +105,8 @@ func checkOnce(t *testing.T, e *realEnv, dir string, results []inbox.FileResult,
 	for _, fr := range results {
 		if fr.ImportID != 0 && !imports[fr.ImportID] {
 			imports[fr.ImportID] = true
-			entries, err := e.led.EntriesOfSource(context.Background(), fr.ImportID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, en := range entries {
-				seen[en.ID]++
+			for _, id := range e.entryIDs(t, fr.ImportID) {
+				seen[id]++
 			}
 		}
 	}
@@ -244,14 +240,7 @@ func TestInbox_Poll_writerKeepsPresetOpen(t *testing.T) {
 	if err != nil || len(rep.Problems) > 0 || rep.Entries != 9 {
 		t.Fatalf("reference import: %+v %v %v", rep, rep.Problems, err)
 	}
-	refEntries, err := ref.led.EntriesOfSource(context.Background(), rep.ImportID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var refIDs []string
-	for _, en := range refEntries {
-		refIDs = append(refIDs, en.ID)
-	}
+	refIDs := ref.entryIDs(t, rep.ImportID)
 	slices.Sort(refIDs)
 	if !slices.ContainsFunc(refIDs, func(id string) bool { return strings.HasSuffix(id, "-3") }) {
 		t.Fatalf("no repeated row numbered -3: %v", refIDs)
@@ -273,13 +262,9 @@ func TestInbox_Poll_writerKeepsPresetOpen(t *testing.T) {
 		if fr.ImportID == 0 || fr.Outcome == inbox.OutcomeDuplicate {
 			continue
 		}
-		entries, err := e.led.EntriesOfSource(context.Background(), fr.ImportID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, en := range entries {
-			if !slices.Contains(ids, en.ID) {
-				ids = append(ids, en.ID)
+		for _, id := range e.entryIDs(t, fr.ImportID) {
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
 			}
 		}
 	}
