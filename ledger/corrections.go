@@ -66,11 +66,16 @@ func (l *Ledger) SupersededBy(ctx context.Context, unit int64, company string) (
 // revert's, it leaves the batch's state alone: its other pay parts stay.
 func (l *Ledger) BeginSupersedeDelete(ctx context.Context, batchID int64, items int) (int64, error) {
 	var id int64
+	// A period closed since the plan: its pay parts there stay.
+	if changed, err := l.freezeBatch(ctx, batchID, true); err != nil {
+		return 0, err
+	} else if changed {
+		return 0, ErrBatchChanged // the sender reads what to delete again
+	}
 	err := l.tx(ctx, "begin supersede delete", func(tx *sql.Tx) error {
-		// A period closed since the plan: its pay parts there stay.
-		if changed, err := freeze(ctx, tx, l.ts(), `0 AND ? IS NULL`, `batch_id = ? AND superseded_by IS NOT NULL`, nil, batchID); err != nil {
+		if f, err := frozen(ctx, tx, batchNoParts, batchSupersedeOf, nil, batchID); err != nil {
 			return err
-		} else if changed {
+		} else if f {
 			return ErrBatchChanged
 		}
 		res, err := tx.ExecContext(ctx, `INSERT INTO attempts (batch_id, op, items, started_at) VALUES (?, 'delete', ?, ?)`, batchID, items, l.ts())

@@ -158,6 +158,12 @@ var ErrBatchChanged = errors.New("the batch changed since it was read")
 // outcome is unknown and reconciles before sending again.
 func (l *Ledger) BeginAttempt(ctx context.Context, batchID int64, op paysync.AttemptOp, items int) (int64, error) {
 	var id int64
+	if op == paysync.AttemptCreate {
+		// Its pending count then tells the sender to read it again.
+		if _, err := l.freezeBatch(ctx, batchID, false); err != nil {
+			return 0, err
+		}
+	}
 	err := l.tx(ctx, "begin attempt", func(tx *sql.Tx) error {
 		var err error
 		id, err = beginAttempt(ctx, tx, batchID, op, items, l.ts())
@@ -169,9 +175,12 @@ func (l *Ledger) BeginAttempt(ctx context.Context, batchID int64, op paysync.Att
 func beginAttempt(ctx context.Context, tx *sql.Tx, batchID int64, op paysync.AttemptOp, items int, now string) (int64, error) {
 	if op == paysync.AttemptCreate {
 		// A period closed since the batch was planned: what it would send
-		// there is not sent (the sender reads the batch again).
-		if _, err := freezeBatch(ctx, tx, now, batchID); err != nil {
+		// there is not sent (BeginAttempt froze it; closed since: the
+		// sender reads the batch again, and the next try freezes it).
+		if f, err := frozen(ctx, tx, batchNewParts, batchReplacedParts, batchID, batchID); err != nil {
 			return 0, err
+		} else if f {
+			return 0, fmt.Errorf("batch %d: a period closed since it was planned: %w", batchID, ErrBatchChanged)
 		}
 		// The sender read the items before: a correction may have taken
 		// one out of the batch since (never to be sent).

@@ -139,7 +139,7 @@ func (l *Ledger) Absorb(ctx context.Context, as []Absorbed) error {
 					return err
 				}
 			default:
-				res, err := st.exec(`UPDATE entries SET note = ?, status = ?, excluded = 0 WHERE id = ? AND note = ? AND content_hash = ?`, a.Note, a.Status, a.Entry, HeldNote, a.Hash)
+				res, err := st.exec(`UPDATE entries SET note = ?, status = ? WHERE id = ? AND note = ? AND content_hash = ?`, a.Note, a.Status, a.Entry, HeldNote, a.Hash)
 				if err != nil {
 					return err
 				}
@@ -183,7 +183,7 @@ func (l *Ledger) Absorb(ctx context.Context, as []Absorbed) error {
 			if a.Version == 0 {
 				// Listed again: a batch's or a period's revert no longer
 				// keeps it out.
-				if _, err := st.exec(`UPDATE entries SET excluded = 0 WHERE id = ?`, a.Entry); err != nil {
+				if _, err := st.exec(`DELETE FROM exclusions WHERE entry = ?`, a.Entry); err != nil {
 					return err
 				}
 				d.touch(a.Entry)
@@ -374,15 +374,15 @@ func (d *desired) recount(entry int64) error {
 	var cur sql.NullInt64
 	var status string
 	err := d.st.queryRow(`SELECT v.id, v.status FROM versions v JOIN sources s ON s.id = v.source_id
-		WHERE v.entry = ? AND s.reverted = 0 AND v.pending = 0 ORDER BY v.source_id DESC, v.id DESC LIMIT 1`, entry).Scan(&cur, &status)
+		WHERE v.entry = ? AND s.reverted = 0 AND v.pending = 0 AND v.status <> 'rejected' ORDER BY v.source_id DESC, v.id DESC LIMIT 1`, entry).Scan(&cur, &status)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
-	var excluded int64
-	if err := d.st.queryRow(`SELECT excluded FROM entries WHERE id = ?`, entry).Scan(&excluded); err != nil {
+	var excluded bool
+	if err := d.st.queryRow(`SELECT EXISTS (SELECT 1 FROM exclusions WHERE entry = ?)`, entry).Scan(&excluded); err != nil {
 		return err
 	}
-	counts := cur.Valid && status == string(paysync.EntryMapped) && excluded == 0
+	counts := cur.Valid && status == string(paysync.EntryMapped) && !excluded
 	rows, err := d.st.query(`SELECT l.version, l.seq, l.group_id, l.seconds, l.units, l.amount, l.counts
 		FROM lines l JOIN versions v ON v.id = l.version WHERE v.entry = ?`, entry)
 	if err != nil {
@@ -419,7 +419,8 @@ func (d *desired) recount(entry int64) error {
 			status = v.status, note = v.note, entry_date = coalesce(nullif(v.entry_date, ''), entries.entry_date)
 			FROM versions v WHERE v.id = ? AND entries.id = ? AND entries.note <> ?`, cur.Int64, entry, HeldNote)
 	} else {
-		_, err = d.st.exec(`UPDATE entries SET status = 'skipped', note = 'reverted' WHERE id = ? AND note <> ?`, entry, HeldNote)
+		// No version counts: a listing of it is taken again, whatever its content.
+		_, err = d.st.exec(`UPDATE entries SET status = 'skipped', note = 'reverted', content_hash = '' WHERE id = ? AND note <> ?`, entry, HeldNote)
 	}
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/shopspring/decimal"
@@ -81,8 +82,8 @@ func (l *Ledger) ReopenPeriod(ctx context.Context, p paysync.Period) (bool, erro
 // source and month, from the ledger.
 type PeriodTotal struct {
 	CompanyID  string          `json:"company_id"`
-	Origin     string          `json:"source"`
-	Period     string          `json:"period"` // the month, YYYY-MM
+	Origin     string          `json:"source"` // the sources (origins) of the entries that count, comma-separated
+	Period     string          `json:"period"` // the pay period (2026-11, 2026-W45)
 	PayParts   int             `json:"pay_parts"`
 	Pending    int             `json:"pending"` // not created yet
 	Units      decimal.Decimal `json:"units"`
@@ -112,38 +113,46 @@ func periodStatus(closed []ClosedPeriod, month string) string {
 }
 
 // PeriodTotals sums the live pay parts (created or pending, not replaced)
-// per company, source and month of their entries. A pay part counts in the
-// month of its first entry (pay parts sum entries of one period).
+// per company and pay period of their groups, with the entries that count
+// in those groups and the origins (sources) they came from.
 func (l *Ledger) PeriodTotals(ctx context.Context) ([]PeriodTotal, error) {
 	closed, err := l.ClosedPeriods(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := l.rdb.QueryContext(ctx, `SELECT p.company_id, e.origin, substr(e.entry_date, 1, 7), p.state, coalesce(p.units, ''), coalesce(p.amount, ''),
-			(SELECT count(*) FROM pay_part_entries x WHERE x.pay_part_id = p.id), s.received_at
-		FROM pay_parts p
-		JOIN pay_part_entries pe ON pe.pay_part_id = p.id AND pe.entry_id = (SELECT min(entry_id) FROM pay_part_entries WHERE pay_part_id = p.id)
-		JOIN entries e ON e.id = pe.entry_id JOIN batches b ON b.id = p.batch_id JOIN sources s ON s.id = b.source_id
-		WHERE p.state IN ('pending', 'created') AND p.superseded_by IS NULL AND b.state NOT IN ('reverted', 'split')`)
+	rows, err := l.rdb.QueryContext(ctx, `SELECT g.company_id, g.period, p.state, coalesce(p.units, ''), coalesce(p.amount, ''), g.lines,
+			coalesce((SELECT group_concat(DISTINCT e.origin) FROM lines x JOIN versions v ON v.id = x.version JOIN entries e ON e.id = v.entry
+				WHERE x.group_id = g.id AND x.counts = 1), ''),
+			coalesce((SELECT max(s.received_at) FROM lines x JOIN versions v ON v.id = x.version JOIN sources s ON s.id = v.source_id
+				WHERE x.group_id = g.id AND x.counts = 1), '')
+		FROM pay_parts p JOIN batches b ON b.id = p.batch_id JOIN groups g ON g.id = p.group_id
+		WHERE `+livePartsWhere)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: period totals: %w", err)
 	}
 	defer rows.Close()
 	byKey := map[[3]string]*PeriodTotal{}
+	counted := map[[3]string]map[string]bool{}
 	for rows.Next() {
-		var company, origin, month, at string
+		var company, period, origins, at string
 		var state paysync.PartState
 		var units, amount string
 		var entries int
-		if err := rows.Scan(&company, &origin, &month, &state, &units, &amount, &entries, &at); err != nil {
+		if err := rows.Scan(&company, &period, &state, &units, &amount, &entries, &origins, &at); err != nil {
 			return nil, fmt.Errorf("ledger: period totals: %w", err)
 		}
-		k := [3]string{company, origin, month}
+		k := [3]string{company, "", period}
 		t := byKey[k]
 		if t == nil {
-			t = &PeriodTotal{CompanyID: company, Origin: origin, Period: month}
-			t.Status = periodStatus(closed, month)
-			byKey[k] = t
+			t = &PeriodTotal{CompanyID: company, Period: period}
+			t.Status = periodStatus(closed, period)
+			byKey[k], counted[k] = t, map[string]bool{}
+		}
+		for _, o := range strings.Split(origins, ",") {
+			if o != "" && !counted[k][o] {
+				counted[k][o] = true
+				t.Origin = strings.TrimPrefix(t.Origin+","+o, ",")
+			}
 		}
 		t.PayParts++
 		if state == paysync.PartPending {

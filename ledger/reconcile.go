@@ -349,7 +349,7 @@ func targetEntries(sc Target, replay bool) (string, []any) {
 		}
 		return `SELECT v.entry FROM lines l JOIN versions v ON v.id = l.version WHERE l.counts = 1 AND l.group_id IN (
 				SELECT p.group_id FROM pay_parts p JOIN batches b ON b.id = p.batch_id WHERE p.batch_id IN (` + in + `) AND p.group_id IS NOT NULL AND ` + heldPartsWhere + `)
-			UNION SELECT id FROM entries WHERE excluded IN (` + in + `)
+			UNION SELECT entry FROM exclusions WHERE by IN (` + in + `)
 			UNION SELECT pe.entry_id FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id JOIN batches b ON b.id = p.batch_id
 				WHERE p.batch_id IN (` + in + `) AND ` + heldPartsWhere, args
 	case sc.Period != nil:
@@ -368,7 +368,7 @@ func targetEntries(sc Target, replay bool) (string, []any) {
 		q := `SELECT v.entry FROM lines l JOIN versions v ON v.id = l.version JOIN groups g ON g.id = l.group_id
 			WHERE l.counts = 1 AND g.first_day <= ? AND g.last_day >= ?` + company + ` UNION ` + dated
 		if !replay {
-			q += ` AND e.excluded = -1`
+			q += ` AND EXISTS (SELECT 1 FROM exclusions x WHERE x.entry = e.id AND x.by = -1)`
 		}
 		args = append(args, first, last)
 		if sc.Company != "" {
@@ -406,7 +406,7 @@ func (l *Ledger) Revert(ctx context.Context, sc Target) (int, error) {
 		if len(sc.Batches) > 0 {
 			mark = sc.Batches[0]
 		}
-		_, err := st.exec(`UPDATE entries SET excluded = ? WHERE excluded = 0 AND id IN (`+sub+`)`, append([]any{mark}, args...)...)
+		_, err := st.exec(`INSERT OR IGNORE INTO exclusions (entry, by) SELECT id, ? FROM entries WHERE id IN (`+sub+`)`, append([]any{mark}, args...)...)
 		return err
 	})
 }
@@ -425,12 +425,22 @@ func (l *Ledger) Replay(ctx context.Context, sc Target) (int, error) {
 			}
 			// Its entries whose current version it is count again (a
 			// later import's version stays what counts for the others).
-			_, err := st.exec(`UPDATE entries SET excluded = 0 WHERE excluded <> 0 AND id IN (`+sub+`)
-				AND (SELECT v.source_id FROM versions v JOIN sources s ON s.id = v.source_id WHERE v.entry = entries.id AND s.reverted = 0 AND v.pending = 0
+			_, err := st.exec(`DELETE FROM exclusions WHERE entry IN (`+sub+`)
+				AND (SELECT v.source_id FROM versions v JOIN sources s ON s.id = v.source_id WHERE v.entry = exclusions.entry AND s.reverted = 0 AND v.pending = 0 AND v.status <> 'rejected'
 					ORDER BY v.source_id DESC, v.id DESC LIMIT 1) = ?`, append(args, sc.Import)...)
 			return err
 		}
-		_, err := st.exec(`UPDATE entries SET excluded = 0 WHERE excluded <> 0 AND id IN (`+sub+`)`, args...)
+		// A period's entries count again whatever excluded them; a
+		// batch's, from the batch's revert only.
+		if len(sc.Batches) == 0 {
+			_, err := st.exec(`DELETE FROM exclusions WHERE entry IN (`+sub+`)`, args...)
+			return err
+		}
+		var by []any
+		for _, b := range sc.Batches {
+			by = append(by, b)
+		}
+		_, err := st.exec(`DELETE FROM exclusions WHERE by IN (`+placeholders(len(by))+`) AND entry IN (`+sub+`)`, append(by, args...)...)
 		return err
 	})
 }
@@ -511,8 +521,12 @@ func (l *Ledger) Relinings(ctx context.Context, sc Target, after int64, limit in
 		q += ` AND v.source_id = ?`
 		args = append(args, after, sc.Import)
 	} else {
-		q += ` AND v.id = (SELECT v2.id FROM versions v2 JOIN sources s2 ON s2.id = v2.source_id WHERE v2.entry = v.entry AND s2.reverted = 0
-			ORDER BY v2.source_id DESC, v2.id DESC LIMIT 1)`
+		// The current version, and a later one the rules refused (which
+		// the current rules may take now).
+		q += ` AND (v.id = (SELECT v2.id FROM versions v2 JOIN sources s2 ON s2.id = v2.source_id WHERE v2.entry = v.entry AND s2.reverted = 0 AND v2.pending = 0
+				ORDER BY v2.source_id DESC, v2.id DESC LIMIT 1)
+			OR v.id = (SELECT v2.id FROM versions v2 JOIN sources s2 ON s2.id = v2.source_id WHERE v2.entry = v.entry AND s2.reverted = 0 AND v2.pending = 0
+				AND v2.status <> 'rejected' ORDER BY v2.source_id DESC, v2.id DESC LIMIT 1))`
 		args = append(args, after)
 	}
 	q += ` ORDER BY v.id LIMIT ?`
@@ -586,10 +600,40 @@ func freeze(ctx context.Context, tx *sql.Tx, now, newParts, replaced string, new
 	return n1+n2 > 0, nil
 }
 
-// freezeBatch is freeze for the pay parts of batch id (its new ones) and
-// those its plan replaces: checked in the transaction that begins a send.
-func freezeBatch(ctx context.Context, tx *sql.Tx, now string, id int64) (bool, error) {
-	return freeze(ctx, tx, now, `batch_id = ?`, `superseded_by = (SELECT correction_id FROM batches WHERE id = ?)`, id, id)
+// frozen reports whether freeze would change anything: checked in the
+// transaction that begins a send (the freeze itself is committed before,
+// in a transaction of its own, so that a refusal does not roll it back).
+func frozen(ctx context.Context, tx *sql.Tx, newParts, replaced string, newArg, replacedArg any) (bool, error) {
+	var n bool
+	err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pay_parts WHERE (`+newParts+`) AND state = 'pending' AND group_id IN (`+frozenGroupIDs+`))
+		OR EXISTS (SELECT 1 FROM pay_parts WHERE (`+replaced+`) AND state = 'created' AND delete_attempt IS NULL AND group_id IN (`+frozenGroupIDs+`))`,
+		newArg, replacedArg).Scan(&n)
+	return n, err
+}
+
+// The pay parts of batch id (its new ones) and those its plan replaces.
+const (
+	batchNewParts      = `batch_id = ?`
+	batchReplacedParts = `superseded_by = (SELECT correction_id FROM batches WHERE id = ?)`
+	// the created pay parts of batch id that a plan replaces (their delete)
+	batchNoParts     = `0 AND ? IS NULL`
+	batchSupersedeOf = `batch_id = ? AND superseded_by IS NOT NULL`
+)
+
+// Freeze commits freeze for batch id before a send of it begins: its new
+// pay parts and those it replaces (create), or the replaced pay parts it
+// holds (deleting: the delete of a plan).
+func (l *Ledger) freezeBatch(ctx context.Context, id int64, deleting bool) (changed bool, err error) {
+	err = l.tx(ctx, "freeze closed periods", func(tx *sql.Tx) error {
+		var err error
+		if deleting {
+			changed, err = freeze(ctx, tx, l.ts(), batchNoParts, batchSupersedeOf, nil, id)
+		} else {
+			changed, err = freeze(ctx, tx, l.ts(), batchNewParts, batchReplacedParts, id, id)
+		}
+		return err
+	})
+	return changed, err
 }
 
 // FreezeUnit is freeze for the whole plan (unit) before its deletes begin.

@@ -3,8 +3,8 @@
 // process, runs the real paysync binary beside them (`paysync run` for
 // NATS, `paysync import` for files), feeds it entries, waits until every
 // entry has landed (a pay part per entry in the sandbox, or, aggregated,
-// every entry in a created pay part of the ledger and each aggregate's
-// exact total in the sandbox), and reports throughput (entries/s), API
+// every entry's line counting in a group whose total the ledger records as
+// created, and the sandbox holding the exact total of units), and reports throughput (entries/s), API
 // calls per pay part, publish → created latency, and paysync's own peak RSS and CPU
 // seconds (VmHWM sampled from /proc, and the kernel's rusage). With
 // Config.Peer the NATS backlog goes through paysync and then, on a fresh
@@ -14,6 +14,7 @@
 package loadtest
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -36,6 +37,7 @@ import (
 	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/internal/natstest"
 	"github.com/paysync/paysync/payroll/sandbox"
+	"github.com/shopspring/decimal"
 
 	_ "modernc.org/sqlite" // reading the ledger after a run
 )
@@ -142,6 +144,9 @@ type Result struct {
 	MachineCPUSeconds    float64 `json:"machine_cpu_seconds"`
 	// CPUMicrosPerPayPart is CPUSeconds per pay part, in µs.
 	CPUMicrosPerPayPart float64 `json:"cpu_us_per_pay_part"`
+	// CPUMicrosPerEntry is CPUSeconds per entry, in µs (the same as per
+	// pay part with one pay part per entry).
+	CPUMicrosPerEntry float64 `json:"cpu_us_per_entry"`
 	// ExtraPayParts were created beyond one per entry (the peer has no
 	// exactly-once; for paysync any is a failed run).
 	ExtraPayParts int `json:"extra_pay_parts,omitempty"`
@@ -231,6 +236,8 @@ type env struct {
 	made    map[string]int64 // payroll id → created (unix ns), when timing
 	creates atomic.Int64     // pay parts created so far (OnCreate)
 	seeded  int              // pay parts in the sandbox that are not paysync's (the trickle's round trips)
+	// seededUnits are the units of those pay parts.
+	seededUnits decimal.Decimal
 	// before holds the sandbox's request counters before paysync started
 	// (the load tool's own probes), subtracted by fill.
 	before map[string]int
@@ -313,6 +320,9 @@ func (r *Result) derive() {
 		r.APICallsPerPayPart = float64(r.APICalls) / float64(r.PayParts)
 		r.CPUMicrosPerPayPart = 1e6 * r.CPUSeconds / float64(r.PayParts)
 	}
+	if r.Entries > 0 {
+		r.CPUMicrosPerEntry = 1e6 * r.CPUSeconds / float64(r.Entries)
+	}
 	if r.Seconds > 0 {
 		r.EntriesPerSec = float64(r.Entries) / r.Seconds
 		r.PayPartsPerSec = float64(r.PayParts) / r.Seconds
@@ -322,12 +332,30 @@ func (r *Result) derive() {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// waitLanded polls until n entries have landed (the ledger links each to a
-// created pay part that is not superseded) and the sandbox holds parts pay
-// parts (0: any number; the caller checks the units), the process exits,
-// or ctx ends. The ledger is read every 50 ms
-// while pay parts are created, else every 250 ms.
-func (e *env) waitLanded(ctx context.Context, n, parts int, exited <-chan struct{}) error {
+// landedSQL counts the entries that have landed, through the desired
+// state (pay parts have no entry links of their own: a pay part has its
+// group, and an entry reaches its groups through its versions' lines).
+// An entry has landed when its line counts (groups.lines is the number of
+// lines counting in the group, kept by the ledger's recount) in a group
+// whose total payroll holds: a created pay part of the group that is not
+// superseded, none pending (a plan recorded and not yet sent), and the
+// group not dirty (no change since its last plan). Without the last two,
+// a line added to a group whose earlier total was created would count as
+// landed before its new total is sent. Every entry of the load tool has
+// one line, so lines are entries.
+const landedSQL = `SELECT coalesce(sum(g.lines), 0) FROM groups g WHERE g.dirty = 0
+	AND EXISTS (SELECT 1 FROM pay_parts p WHERE p.group_id = g.id AND p.state = 'created' AND p.superseded_by IS NULL)
+	AND NOT EXISTS (SELECT 1 FROM pay_parts p JOIN batches b ON b.id = p.batch_id WHERE p.group_id = g.id
+		AND p.state = 'pending' AND p.superseded_by IS NULL AND b.state IN ('pending', 'sending', 'failed'))`
+
+// waitLanded polls until n entries have landed (landedSQL), the sandbox
+// holds parts pay parts (0: any number) and exactly units in all (every
+// entry's units once: payroll holds the exact totals), the process exits,
+// or ctx ends. The ledger is read every 50 ms while pay parts are
+// created, else every 250 ms. It is stuck when neither the entries landed
+// nor the sandbox's creates moved for 2 minutes (aggregated, groups stay
+// dirty while a backlog drains, so landed alone may not move for long).
+func (e *env) waitLanded(ctx context.Context, n, parts int, units decimal.Decimal, exited <-chan struct{}) error {
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(e.dir, "ledger.db")+"?mode=ro&_pragma=busy_timeout(5000)")
 	if err != nil {
 		return err
@@ -340,11 +368,14 @@ func (e *env) waitLanded(ctx context.Context, n, parts int, exited <-chan struct
 	for {
 		// The ledger records a create just after the sandbox made it: read
 		// again a while after the last create too.
-		if c, since := e.creates.Load(), time.Since(readAt); (c != seen && since >= 50*time.Millisecond) || since >= 250*time.Millisecond {
+		c, since := e.creates.Load(), time.Since(readAt)
+		if (c != seen && since >= 50*time.Millisecond) || since >= 250*time.Millisecond {
+			if c != seen {
+				lastAt = time.Now()
+			}
 			seen, readAt = c, time.Now()
 			var got int
-			if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pay_parts p JOIN pay_part_entries pe ON pe.pay_part_id = p.id
-				WHERE p.state = 'created' AND p.superseded_by IS NULL`).Scan(&got); err != nil {
+			if err := db.QueryRowContext(ctx, landedSQL).Scan(&got); err != nil {
 				return fmt.Errorf("read the ledger: %w", err)
 			}
 			if got != landed {
@@ -355,11 +386,11 @@ func (e *env) waitLanded(ctx context.Context, n, parts int, exited <-chan struct
 		if parts > 0 && pp > parts {
 			return fmt.Errorf("the sandbox holds %d pay parts, want %d: something was created twice", pp, parts)
 		}
-		if landed >= n && (parts == 0 || pp == parts) {
+		if landed >= n && (parts == 0 || pp == parts) && e.checkUnits(units) == nil {
 			return nil
 		}
 		if time.Since(lastAt) > 2*time.Minute {
-			return fmt.Errorf("stuck at %d of %d entries landed (%d of %d pay parts) for 2 minutes", landed, n, pp, parts)
+			return fmt.Errorf("stuck at %d of %d entries landed (%d of %d pay parts; %v) for 2 minutes", landed, n, pp, parts, e.checkUnits(units))
 		}
 		select {
 		case <-ctx.Done():
@@ -551,49 +582,132 @@ func waitReady(ctx context.Context, addr string, p *proc) error {
 
 // latencies joins publish times (by entry index) and creation times (by
 // payroll id) through the ledger, and returns the sorted latencies, one
-// per entry traced: publish → its first pay part created.
+// per entry traced: publish → the first pay part created that holds it.
+//
+// Pay parts are tied to groups, not to entries: an entry reaches a group
+// through its versions' lines (lines.version → versions.entry, counting
+// lines only), and each pay part planned for a group holds the group's
+// total at the time it was planned. The load tool only adds entries, so a
+// group's lines are absorbed in version order and its pay parts hold
+// growing totals: the first k lines, for some k. A line is in a pay part
+// when the pay part's units reach the group's units up to and including
+// that line (lines in version order; units, or hours from seconds, to
+// hundredths as payroll holds them). The entry landed when the first pay
+// part of its group that holds its line was created (with more than one
+// line, the latest over its lines). With one pay part per entry
+// (aggregate: false) that is its own pay part. An entry of whose lines
+// one is in no created pay part is not traced.
 func (e *env) latencies(ctx context.Context, published []int64, prefix string) ([]time.Duration, error) {
 	db, err := sql.Open("sqlite", "file:"+filepath.Join(e.dir, "ledger.db")+"?mode=ro")
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
-	rows, err := db.QueryContext(ctx, `SELECT p.payroll_id, e.entry_id FROM pay_parts p
-		JOIN pay_part_entries pe ON pe.pay_part_id = p.id JOIN entries e ON e.id = pe.entry_id
-		WHERE p.payroll_id IS NOT NULL`)
+	made, err := e.madeByGroup(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.QueryContext(ctx, `SELECT l.group_id, l.units, l.seconds, e.entry_id FROM lines l
+		JOIN versions v ON v.id = l.version JOIN entries e ON e.id = v.entry
+		WHERE l.counts = 1 ORDER BY l.group_id, l.version, l.seq`)
+	if err != nil {
+		return nil, fmt.Errorf("read the ledger: %w", err)
+	}
+	defer rows.Close()
+	landed := map[int]int64{}
+	missed := map[int]bool{} // a line of it in no created pay part
+	var group int64 = -1
+	var cum decimal.Decimal
+	var parts []madePart // the group's created pay parts, in order of creation
+	j := 0               // parts[:j] do not hold the group's lines so far
+	hour := decimal.New(3600, 0)
+	for rows.Next() {
+		var g int64
+		var units, seconds sql.NullString
+		var eid string
+		if err := rows.Scan(&g, &units, &seconds, &eid); err != nil {
+			return nil, err
+		}
+		if g != group {
+			group, cum, parts, j = g, decimal.Zero, made[g], 0
+		}
+		switch {
+		case units.Valid:
+			q, _ := decimal.NewFromString(units.String)
+			cum = cum.Add(q)
+		case seconds.Valid:
+			q, _ := decimal.NewFromString(seconds.String)
+			cum = cum.Add(q.Div(hour))
+		}
+		want := cum.Round(2)
+		for j < len(parts) && parts[j].units.LessThan(want) {
+			j++
+		}
+		i, err := strconv.Atoi(strings.TrimPrefix(eid, prefix))
+		if err != nil || !strings.HasPrefix(eid, prefix) || i < 0 || i >= len(published) || published[i] == 0 {
+			continue
+		}
+		if j == len(parts) {
+			missed[i] = true
+			continue
+		}
+		if at, ok := landed[i]; !ok || parts[j].at > at {
+			landed[i] = parts[j].at
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]time.Duration, 0, len(landed))
+	for i, at := range landed {
+		if !missed[i] {
+			out = append(out, time.Duration(at-published[i]))
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// madePart is a pay part the sandbox created: when, and its units.
+type madePart struct {
+	at    int64 // unix ns
+	units decimal.Decimal
+}
+
+// madeByGroup reads the ledger's pay parts that payroll created (they have
+// a payroll id, superseded since or not) and returns each group's, in the
+// order the sandbox created them.
+func (e *env) madeByGroup(ctx context.Context, db *sql.DB) (map[int64][]madePart, error) {
+	rows, err := db.QueryContext(ctx, `SELECT group_id, payroll_id, coalesce(units, '0') FROM pay_parts
+		WHERE payroll_id IS NOT NULL AND group_id IS NOT NULL`)
 	if err != nil {
 		return nil, fmt.Errorf("read the ledger: %w", err)
 	}
 	defer rows.Close()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	// An entry's first pay part created is when it landed (an aggregate
-	// it is in is replaced as entries join it).
-	first := map[int]int64{}
+	made := map[int64][]madePart{}
 	for rows.Next() {
-		var pid, eid string
-		if err := rows.Scan(&pid, &eid); err != nil {
+		var group int64
+		var pid, units string
+		if err := rows.Scan(&group, &pid, &units); err != nil {
 			return nil, err
 		}
-		i, err := strconv.Atoi(strings.TrimPrefix(eid, prefix))
-		if err != nil || i < 0 || i >= len(published) || published[i] == 0 {
-			continue
-		}
 		if at, ok := e.made[pid]; ok {
-			if f, ok := first[i]; !ok || at < f {
-				first[i] = at
+			u, err := decimal.NewFromString(units)
+			if err != nil {
+				return nil, fmt.Errorf("pay part %s: units %q: %w", pid, units, err)
 			}
+			made[group] = append(made[group], madePart{at: at, units: u})
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	out := make([]time.Duration, 0, len(first))
-	for i, at := range first {
-		out = append(out, time.Duration(at-published[i]))
+	for _, ps := range made {
+		slices.SortFunc(ps, func(a, b madePart) int { return cmp.Compare(a.at, b.at) })
 	}
-	slices.Sort(out)
-	return out, nil
+	return made, nil
 }
 
 func quantile(sorted []time.Duration, q float64) time.Duration {

@@ -159,10 +159,16 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 		if d.rec.Mapper == nil { // not before the start-up reads
 			return 0, nil
 		}
-		if cfg.Cutoff != nil || d.pipe.Merge != nil {
-			// Reconciled by its trigger: the cutoff's schedule, or soon
-			// after entries are held (debounced by the linger).
+		switch {
+		case cfg.Cutoff != nil:
+			// Reconciled at the cutoff's schedule only.
 			return 0, nil
+		case d.pipe.Merge != nil:
+			// Held entries are taken in soon after they arrive (Merge,
+			// debounced by the linger); a change of desired state made
+			// meanwhile (an operation, a period opened) is planned now.
+			bs, err := d.rec.Reconcile(ctx, 0)
+			return len(bs), err
 		}
 		bs, err := d.rec.Apply(ctx, 0)
 		return len(bs), err

@@ -108,6 +108,17 @@ func (s *entryStep) take(ctx context.Context, e paysync.Entry, known map[string]
 		case same && k.Status != paysync.EntryMapped:
 			return entryOutcome{verdict: entryDuplicate}, nil
 		case k.Status == paysync.EntryMapped:
+			// A new version the rules refuse is a problem of this import:
+			// the version that counts stays.
+			if !e.Deleted {
+				out, err := mapEntry(ctx, s.mapper, e)
+				if err != nil {
+					return entryOutcome{}, err
+				}
+				if out.problem != nil {
+					return refused(out.problem), nil
+				}
+			}
 			return entryOutcome{verdict: entryCorrection, row: ledger.NewEntry{Entry: e, Hash: h, Data: data, Status: paysync.EntryMapped, Origin: s.origin}}, nil
 		}
 	}

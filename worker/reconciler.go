@@ -389,6 +389,13 @@ func (r *Reconciler) Apply(ctx context.Context, source int64) ([]int64, error) {
 	if _, err := r.Absorb(ctx); err != nil {
 		return nil, err
 	}
+	return r.Reconcile(ctx, source)
+}
+
+// Reconcile is Apply without absorbing: the groups whose desired state
+// changed (an operation, a period opened) are planned and recorded; held
+// entries wait for their trigger (the daemon's debounced Apply).
+func (r *Reconciler) Reconcile(ctx context.Context, source int64) ([]int64, error) {
 	if n, err := r.L.Waiting(ctx); err != nil {
 		return nil, err
 	} else if n > 0 {

@@ -539,13 +539,14 @@ func TestImporter_EntryIDsAgain(t *testing.T) {
 	}
 }
 
-// The sending loop: open batches of two companies fill up from single-entry
-// "messages", are sealed by size or linger, and are delivered in parallel
-// per company, each company in order.
+// The sending loop: single-entry messages of two companies are committed
+// held; the loop's reconcile (its Correct hook, as in the daemon) plans them
+// into each company's batches of at most BatchSize, which are delivered in
+// parallel per company, each company in order: every pay part once.
 func TestPipeline_TwoCompanies(t *testing.T) {
 	e := setup(t, sandbox.Options{})
 	im := e.importer(t, nil, 7)
-	im.Accumulate, im.AllOrNothing = true, true
+	im.Accumulate, im.AllOrNothing, im.Defer = true, true, true
 	want := 0
 	for i := 0; i < 40; i++ {
 		company, emp := sandbox.CompanyNordlys, sandbox.EmpMetteHansen
@@ -554,21 +555,16 @@ func TestPipeline_TwoCompanies(t *testing.T) {
 		}
 		msg := fmt.Sprintf(`{"id":"p-%d","company_id":"%s","employee_id":"%s","date":"2026-11-02","hours":"%d","code":"T1"}`, i, company, emp, i+1)
 		rep, err := im.Plan(ctx(t), "nats", "timesheets."+company+".t", []byte(msg))
-		if err != nil || len(rep.ProblemList()) > 0 {
-			t.Fatalf("message %d: %v %v", i, err, rep.ProblemList())
+		if err != nil || len(rep.ProblemList()) > 0 || len(rep.Batches) != 0 {
+			t.Fatalf("message %d: %v %v, batches %v", i, err, rep.ProblemList(), rep.Batches)
 		}
 		want++
 	}
-	p := &worker.Pipeline{L: e.led, D: e.deliverer(e.cl), Linger: time.Hour, InFlight: 2}
-	// Full batches (7) are sealed at once; the rest waits for the linger.
+	if n := len(e.liveParts(t)); n != 0 {
+		t.Fatalf("%d pay parts planned before the reconcile", n)
+	}
+	p := &worker.Pipeline{L: e.led, D: e.deliverer(e.cl), Linger: time.Hour, InFlight: 2, Correct: applyWith(im.Reconciler())}
 	if err := p.Flush(ctx(t), time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	// 20 per company: two full batches of 7 each are sealed, 6 wait.
-	if got := len(e.sandboxParts()); got != 28 {
-		t.Fatalf("after the first flush payroll holds %d, want 28 (the full batches)", got)
-	}
-	if err := p.Flush(ctx(t), 0); err != nil { // shutdown: everything
 		t.Fatal(err)
 	}
 	if got := len(e.sandboxParts()); got != want {
@@ -576,6 +572,30 @@ func TestPipeline_TwoCompanies(t *testing.T) {
 	}
 	if s := p.Stats(); s.Created != want {
 		t.Fatalf("stats %+v", s)
+	}
+	// 20 per company: batches of 7, 7 and 6, each of one company.
+	bs, err := e.led.ListBatches(ctx(t), ledger.BatchFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizes := map[string][]int{}
+	for _, b := range bs {
+		sizes[b.CompanyID] = append(sizes[b.CompanyID], b.Items)
+	}
+	for _, c := range []string{sandbox.CompanyNordlys, sandbox.CompanyFjordtech} {
+		got := sizes[c]
+		sort.Sort(sort.Reverse(sort.IntSlice(got)))
+		if fmt.Sprint(got) != "[7 7 6]" {
+			t.Errorf("company %s: batches of %v pay parts, want [7 7 6]", c, got)
+		}
+	}
+	// Nothing more to do: a second flush calls nothing.
+	calls := e.cl.Calls()
+	if err := p.Flush(ctx(t), 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.cl.Calls() - calls; n != 0 {
+		t.Errorf("a second flush made %d calls", n)
 	}
 	e.checkLedger(t)
 }

@@ -61,7 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Trickle, "trickle", 0, "single entries to publish one at a time (0: skip)")
 	fs.StringVar(&cfg.Profile, "cpuprofile", "", "write a CPU profile of paysync during the NATS run to this file (an execution trace if it ends in .trace)")
 	fs.DurationVar(&cfg.ProfileFor, "profile-for", 0, "length of the CPU profile (default 10s)")
-	fs.BoolVar(&cfg.Peer, "peer", false, "run the NATS backlog through paysync, then the same backlog through Benthos, and compare")
+	fs.BoolVar(&cfg.Peer, "peer", false, "run the NATS backlog through paysync (aggregated, or one pay part per entry with --no-aggregate), then the same backlog through Benthos, and compare per entry")
 	fs.StringVar(&cfg.Benthos, "benthos", "", "Benthos binary for --peer (default: built from --benthos-src into the user cache directory)")
 	fs.StringVar(&benthosSrc, "benthos-src", "", "the trimmed Benthos build and its benthos.yaml (default: ../shared/bench/benthos beside this module)")
 	fs.StringVar(&cfg.BenthosConfig, "benthos-config", "", "benthos.yaml the run's copy is generated from (default: benthos.yaml in --benthos-src)")
@@ -111,11 +111,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return enc.Encode(rep)
 	}
 	w := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "scenario\tentries\tpay parts\tseconds\tentries/s\tpay parts/s\tcreate calls/pp\tAPI calls/pp\tp50 ms\tp99 ms\tpeak RSS MiB\tCPU s\tCPU µs/pp\t")
+	fmt.Fprintln(w, "scenario\tentries\tpay parts\tseconds\tentries/s\tpay parts/s\tcreate calls/pp\tAPI calls/pp\tp50 ms\tp99 ms\tpeak RSS MiB\tCPU s\tCPU µs/pp\tCPU µs/entry\t")
 	for _, r := range rep.Results {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%.2f\t%.0f\t%.0f\t%.4f\t%.4f\t%.1f\t%.1f\t%.1f\t%.2f\t%.1f\t\n", r.Scenario, r.Entries, r.PayParts, r.Seconds,
+		fmt.Fprintf(w, "%s\t%d\t%d\t%.2f\t%.0f\t%.0f\t%.4f\t%.4f\t%.1f\t%.1f\t%.1f\t%.2f\t%.1f\t%.1f\t\n", r.Scenario, r.Entries, r.PayParts, r.Seconds,
 			r.EntriesPerSec, r.PayPartsPerSec, r.CreateCallsPerPayPart, r.APICallsPerPayPart, r.LatencyP50Ms, r.LatencyP99Ms, r.PeakRSSMiB, r.CPUSeconds,
-			r.CPUMicrosPerPayPart)
+			r.CPUMicrosPerPayPart, r.CPUMicrosPerEntry)
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -141,8 +141,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if c := rep.Peer; c != nil {
-		fmt.Fprintf(stdout, "peer: paysync %.0f pay parts/s, Benthos %.0f/s: ratio %.2f (issue 14: ≥ 0.5); CPU per pay part %.1f µs vs %.1f µs (%.1f×)\n",
-			c.PaysyncPerSec, c.BenthosPerSec, c.Ratio, c.PaysyncCPUMicros, c.BenthosCPUMicros, c.CPURatio)
+		rules := "aggregated"
+		if !c.Aggregated {
+			rules = "one pay part per entry"
+		}
+		fmt.Fprintf(stdout, "peer (paysync %s): paysync %.0f entries/s, Benthos %.0f/s: ratio %.2f; CPU per entry %.1f µs vs %.1f µs (%.1f×)\n",
+			rules, c.PaysyncPerSec, c.BenthosPerSec, c.Ratio, c.PaysyncCPUMicros, c.BenthosCPUMicros, c.CPURatio)
 	}
 	return nil
 }

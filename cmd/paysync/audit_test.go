@@ -50,10 +50,13 @@ func TestCLI_ActionsAudited(t *testing.T) {
 		{"open", "period 2026-11", ledger.AuditDone, "period 2026-11 reopened"},
 		{"revert", "period 2026-11", ledger.AuditFailed, "reopen it first"},
 		{"close", "period 2026-11", ledger.AuditDone, "period 2026-11 closed"},
-		{"replay", "import 1", ledger.AuditDone, "replayed into batches"},
-		{"revert", "period 2026-11", ledger.AuditDone, "deleted"},
-		{"replay", "batch 1", ledger.AuditDone, "replayed into batches"},
-		{"revert", "batch 1", ledger.AuditDone, "reverted: 7 deleted"},
+		// What each did, as the command printed it: the entries it
+		// changed and the reconciler's calls (the 7 pay parts of the
+		// import deleted, then created again, once).
+		{"replay", "import 1", ledger.AuditDone, "replay import 1: 6 entries changed; 0 deleted, 7 created, 0 rejected"},
+		{"revert", "period 2026-11", ledger.AuditDone, "revert period 2026-11: 6 entries changed; 7 deleted, 0 created, 0 rejected"},
+		{"replay", "batch 1", ledger.AuditDone, "replay batch 1: 6 entries changed; 0 deleted, 7 created, 0 rejected"},
+		{"revert", "batch 1", ledger.AuditDone, "revert batch 1: 6 entries changed; 7 deleted, 0 created, 0 rejected"},
 		{"revert", "batch 1", ledger.AuditFailed, "pass --yes"},
 	}
 	if len(log) != len(want) {

@@ -64,14 +64,14 @@ func TestConsoleCmd_ScriptRevert(t *testing.T) {
 			break
 		}
 	}
-	if code != http.StatusOK || !strings.Contains(page, "yes: will be deleted") {
+	if code != http.StatusOK || !strings.Contains(page, "Reverting batch 1 touches <strong>6</strong> entries") || !strings.Contains(page, `id="confirm"`) {
 		t.Fatalf("preview: %d\n%s\n%s", code, page, p.stderr.String())
 	}
 	form := url.Values{}
 	for _, m := range regexp.MustCompile(`<input type="hidden" name="([a-z]+)" value="([^"]*)">`).FindAllStringSubmatch(page[strings.Index(page, `id="confirm"`):], -1) {
 		form.Add(m[1], m[2])
 	}
-	if code, page = do(http.MethodPost, "/actions/revert", form); code != http.StatusOK || !strings.Contains(page, "reverted batches [1]: 7 deleted") {
+	if code, page = do(http.MethodPost, "/actions/revert", form); code != http.StatusOK || !strings.Contains(page, "revert batch 1: 6 entries touched; 7 deleted, 0 created, 0 rejected") {
 		t.Fatalf("confirm: %d\n%s", code, page)
 	}
 	if n := len(s.sb.State().Companies[0].PayParts); n != 0 {

@@ -11,8 +11,8 @@ import (
 )
 
 // runPeriods is `paysync periods`: what payroll holds per company, source
-// and month (from the ledger), and `periods close|open PERIOD` to lock a
-// period once payroll has run (a correction dated in it is then refused).
+// and period (from the ledger), and `periods close|open PERIOD` to freeze a
+// period once payroll has run (nothing is sent into it; late changes wait).
 func runPeriods(ctx context.Context, args []string, io stdio, env lookupEnv) error {
 	var asJSON bool
 	var note string
@@ -50,7 +50,7 @@ func closeOrOpen(ctx context.Context, l *ledger.Ledger, op string, p paysync.Per
 			fmt.Fprintf(io.out, "period %s was closed already\n", p)
 			return nil
 		}
-		fmt.Fprintf(io.out, "period %s closed: a correction of an entry dated in it is refused from now on (paysync periods open %s reopens it)\n", p, p)
+		fmt.Fprintf(io.out, "period %s closed: nothing is sent into it from now on; late changes are listed by paysync plan (paysync periods open %s reopens it)\n", p, p)
 		return nil
 	}
 	changed, err := l.ReopenPeriod(ctx, p)
@@ -61,7 +61,7 @@ func closeOrOpen(ctx context.Context, l *ledger.Ledger, op string, p paysync.Per
 		fmt.Fprintf(io.out, "period %s was not closed\n", p)
 		return nil
 	}
-	fmt.Fprintf(io.out, "period %s reopened: corrections dated in it are taken again\n", p)
+	fmt.Fprintf(io.out, "period %s reopened: its late changes are sent at the next reconcile (paysync run, or paysync cutoff --yes now)\n", p)
 	return nil
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -26,10 +27,12 @@ func payrollByPart(sb *sandbox.Server) map[string]string {
 }
 
 // TestCLI_Corrections: a Toggl export imported, then a re-export with
-// Lars Nielsen's sick day at 8:30 instead of 8:00. The correction is one
-// unit an operator sees: `corrections` lists it, `corrections show` gives
-// the delta (SYG 8 → 8.5, one pay part replaced by one), `imports show`
-// names it, and the same corrected rows again change nothing.
+// Lars Nielsen's sick day at 8:30 instead of 8:00. Every plan the
+// reconciler applies is a correction unit an operator sees (the first
+// import's too: 7 pay parts created); the correction is the unit of import
+// 2: `corrections` lists it, `corrections show` gives the delta (SYG 8 →
+// 8.5, one pay part replaced by one, the others untouched), `imports
+// show` names it, and the same corrected rows again change nothing.
 func TestCLI_Corrections(t *testing.T) {
 	s := startSandbox(t, sandbox.Options{})
 	env := with(s.env, "PAYSYNC_LEDGER", filepath.Join(t.TempDir(), "ledger.db"), "PAYSYNC_MAPPING", "../../deploy/examples/rules.yaml")
@@ -47,9 +50,12 @@ func TestCLI_Corrections(t *testing.T) {
 		reordered = "testdata/corrections/toggl-corrected-reordered.csv" // the same rows, another order
 		lars      = "MV8xXzI="
 	)
-	step(0, "import", export)
 	if r := step(0, "corrections"); !strings.Contains(r.stdout, "(no corrections)") {
-		t.Fatalf("corrections before any: %s", r.stdout)
+		t.Fatalf("corrections before any import: %s", r.stdout)
+	}
+	step(0, "import", export)
+	if r := step(0, "corrections"); !strings.Contains(r.stdout, "toggl.csv") || strings.Count(strings.TrimSpace(r.stdout), "\n") != 1 {
+		t.Fatalf("corrections after the first import (its plan: one unit): %s", r.stdout)
 	}
 	before := payrollByPart(s.sb)
 	step(0, "import", corrected)
@@ -66,44 +72,54 @@ func TestCLI_Corrections(t *testing.T) {
 		}
 	})
 
+	type unit struct {
+		ID       int64   `json:"id"`
+		ImportID int64   `json:"import_id"`
+		Entries  int     `json:"entries"`
+		Replaced int     `json:"replaced"`
+		New      int     `json:"new"`
+		Batches  []int64 `json:"batches"`
+		State    string  `json:"state"`
+	}
+	units := func(args ...string) []unit {
+		t.Helper()
+		r := step(0, append([]string{"corrections", "--json"}, args...)...)
+		var us []unit
+		if err := json.Unmarshal([]byte(r.stdout), &us); err != nil {
+			t.Fatalf("corrections --json %v: %v\n%s", args, err, r.stdout)
+		}
+		return us
+	}
+
 	t.Run("list", func(t *testing.T) {
 		r := step(0, "corrections")
-		for _, want := range []string{"UNIT", "toggl-corrected.csv", "done"} {
+		for _, want := range []string{"UNIT", "toggl-corrected.csv", "toggl.csv", "done"} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("corrections lacks %q:\n%s", want, r.stdout)
 			}
 		}
-		if n := strings.Count(strings.TrimSpace(r.stdout), "\n"); n != 1 {
-			t.Errorf("corrections lists %d units, want 1:\n%s", n, r.stdout)
+		if n := strings.Count(strings.TrimSpace(r.stdout), "\n"); n != 2 {
+			t.Errorf("corrections lists %d units, want 2 (the import's plan, the correction's):\n%s", n, r.stdout)
+		}
+		// The first import's plan: 7 pay parts created, none replaced.
+		us := units("--import", "1")
+		if len(us) != 1 || us[0].ImportID != 1 || us[0].Replaced != 0 || us[0].New != 7 || !slices.Equal(us[0].Batches, []int64{1}) || us[0].State != "done" {
+			t.Errorf("corrections --import 1: %+v, want one unit of 7 pay parts created in batch 1", us)
 		}
 		for _, tc := range []struct {
 			args []string
-			want []int64
+			want []int64 // newest first
 		}{
-			{[]string{"--json"}, []int64{1}},
-			{[]string{"--json", "--import", "2"}, []int64{1}},
-			{[]string{"--json", "--import", "1"}, nil},
-			{[]string{"--json", "--company", "MV8x"}, []int64{1}},
-			{[]string{"--json", "--company", "MV8y"}, nil},
-			{[]string{"--json", "--since", "2000-01-01"}, []int64{1}},
+			{nil, []int64{2, 1}},
+			{[]string{"--import", "2"}, []int64{2}},
+			{[]string{"--company", "MV8x"}, []int64{2, 1}},
+			{[]string{"--company", "MV8y"}, nil},
+			{[]string{"--since", "2000-01-01"}, []int64{2, 1}},
 		} {
-			r := step(0, append([]string{"corrections"}, tc.args...)...)
-			var us []struct {
-				ID       int64   `json:"id"`
-				ImportID int64   `json:"import_id"`
-				Entries  int     `json:"entries"`
-				Replaced int     `json:"replaced"`
-				New      int     `json:"new"`
-				Batches  []int64 `json:"batches"`
-				State    string  `json:"state"`
-			}
-			if err := json.Unmarshal([]byte(r.stdout), &us); err != nil {
-				t.Fatalf("corrections %v: %v\n%s", tc.args, err, r.stdout)
-			}
 			var ids []int64
-			for _, u := range us {
+			for _, u := range units(tc.args...) {
 				ids = append(ids, u.ID)
-				if u.ImportID != 2 || u.Entries != 1 || u.Replaced != 1 || u.New != 1 || !slices.Equal(u.Batches, []int64{2}) || u.State != "done" {
+				if u.ID == 2 && (u.ImportID != 2 || u.Entries != 1 || u.Replaced != 1 || u.New != 1 || !slices.Equal(u.Batches, []int64{2}) || u.State != "done") {
 					t.Errorf("corrections %v: unit %+v", tc.args, u)
 				}
 			}
@@ -114,33 +130,20 @@ func TestCLI_Corrections(t *testing.T) {
 	})
 
 	t.Run("show", func(t *testing.T) {
-		r := step(0, "corrections", "show", "1")
+		r := step(0, "corrections", "show", "2")
 		for _, want := range []string{
-			"correction 1: import 2",
+			"correction 2: import 2",
 			"1 entry changed, 1 pay part replaced (batch 2): done",
 			"Lars Nielsen  SYG   8 → 8.5",
-			export + ":7 → " + corrected + ":7: hours 8 → 8.5",
 			"deleted", "created",
 		} {
 			if !strings.Contains(r.stdout, want) {
-				t.Errorf("corrections show 1 lacks %q:\n%s", want, r.stdout)
+				t.Errorf("corrections show 2 lacks %q:\n%s", want, r.stdout)
 			}
 		}
-		r = step(0, "corrections", "show", "1", "--json")
+		r = step(0, "corrections", "show", "2", "--json")
 		var d struct {
-			ID        int64 `json:"id"`
-			Corrected []struct {
-				Before struct {
-					Entry struct {
-						Hours string `json:"hours"`
-					} `json:"entry"`
-				} `json:"before"`
-				After struct {
-					Entry struct {
-						Hours string `json:"hours"`
-					} `json:"entry"`
-				} `json:"after"`
-			} `json:"corrected_entries"`
+			ID       int64 `json:"id"`
 			Replaced []struct {
 				PayrollID string `json:"payroll_id"`
 				Status    string `json:"status"`
@@ -160,9 +163,6 @@ func TestCLI_Corrections(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &d); err != nil {
 			t.Fatalf("corrections show --json: %v\n%s", err, r.stdout)
 		}
-		if len(d.Corrected) != 1 || d.Corrected[0].Before.Entry.Hours != "8" || d.Corrected[0].After.Entry.Hours != "8.5" {
-			t.Errorf("corrected entries: %+v", d.Corrected)
-		}
 		if len(d.Replaced) != 1 || d.Replaced[0].Status != "deleted" || d.Replaced[0].PayrollID != before[lars+"|SYG|8"] {
 			t.Errorf("replaced: %+v", d.Replaced)
 		}
@@ -176,11 +176,12 @@ func TestCLI_Corrections(t *testing.T) {
 
 	t.Run("imports show", func(t *testing.T) {
 		r := step(0, "imports", "show", "2")
-		if !strings.Contains(r.stdout, "correction 1: 1 entry changed, 1 pay part replaced (batch 2): done") {
+		if !strings.Contains(r.stdout, "correction 2: 1 entry changed, 1 pay part replaced (batch 2): done") {
 			t.Errorf("imports show 2:\n%s", r.stdout)
 		}
-		if r := step(0, "imports", "show", "1"); strings.Contains(r.stdout, "correction") {
-			t.Errorf("imports show 1 names a correction:\n%s", r.stdout)
+		if r := step(0, "imports", "show", "1"); !strings.Contains(r.stdout, "correction 1: ") || !strings.Contains(r.stdout, "7 pay parts created (batch 1): done") ||
+			strings.Contains(r.stdout, "correction 2") {
+			t.Errorf("imports show 1 (its own plan only):\n%s", r.stdout)
 		}
 		r = step(0, "imports", "show", "2", "--json")
 		var d struct {
@@ -188,7 +189,7 @@ func TestCLI_Corrections(t *testing.T) {
 				ID int64 `json:"id"`
 			} `json:"corrections"`
 		}
-		if err := json.Unmarshal([]byte(r.stdout), &d); err != nil || len(d.Corrections) != 1 || d.Corrections[0].ID != 1 {
+		if err := json.Unmarshal([]byte(r.stdout), &d); err != nil || len(d.Corrections) != 1 || d.Corrections[0].ID != 2 {
 			t.Errorf("imports show 2 --json (%v):\n%s", err, r.stdout)
 		}
 	})
@@ -203,26 +204,27 @@ func TestCLI_Corrections(t *testing.T) {
 		if n := writes() - calls; n != 0 {
 			t.Errorf("%d calls to payroll, want none", n)
 		}
-		var us []json.RawMessage
-		if err := json.Unmarshal([]byte(step(0, "corrections", "--json").stdout), &us); err != nil || len(us) != 1 {
-			t.Errorf("corrections after the same rows again: %d units (%v), want 1", len(us), err)
+		if us := units(); len(us) != 2 {
+			t.Errorf("corrections after the same rows again: %d units, want 2 (no plan applied)", len(us))
 		}
 	})
 
 	t.Run("a period statement without a row", func(t *testing.T) {
 		const without = "testdata/corrections/toggl-november-without-sofie.csv"
 		step(0, "import", "--period", "2026-11", without)
-		r := step(0, "corrections", "show", "2")
+		us := units("--import", "4")
+		if len(us) != 1 || us[0].Replaced != 2 || us[0].New != 0 || us[0].State != "done" {
+			t.Fatalf("corrections --import 4: %+v, want one unit deleting Sofie's 2 pay parts", us)
+		}
+		r := step(0, "corrections", "show", fmt.Sprint(us[0].ID))
 		for _, want := range []string{
-			"1 entry changed, 2 pay parts deleted (batch ",
-			export + ":8 → " + without + ": no longer in its period statement",
+			"2 pay parts deleted (batch ",
+			"Sofie Jensen  TILLAEG  3.33 → -",
+			"Sofie Jensen  T1       3.33 → -",
 		} {
 			if !strings.Contains(r.stdout, want) {
-				t.Errorf("corrections show 2 lacks %q:\n%s", want, r.stdout)
+				t.Errorf("corrections show %d lacks %q:\n%s", us[0].ID, want, r.stdout)
 			}
-		}
-		if strings.Contains(r.stdout, without+":0") {
-			t.Errorf("corrections show 2 names line 0:\n%s", r.stdout)
 		}
 		if n := len(payrollByPart(s.sb)); n != 5 {
 			t.Errorf("payroll holds %d pay parts, want 5", n)

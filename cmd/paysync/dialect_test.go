@@ -11,8 +11,9 @@ import (
 // TestCLI_CamelDialect: against the camelCase sandbox, paysync imports a
 // Toggl export, applies a correction (delete, then create) and reverts
 // the import, with the probe choosing the dialect; doctor names it.
-// Without a delete mutation, the correction and the revert refuse with a
-// line saying why, and payroll keeps what was created.
+// Without a delete mutation, a correction that raises a total is sent as
+// the difference, and a revert (a decrease) fails with a line saying why
+// while payroll keeps what was created.
 func TestCLI_CamelDialect(t *testing.T) {
 	const (
 		export    = "../../deploy/examples/toggl.csv"
@@ -55,16 +56,28 @@ func TestCLI_CamelDialect(t *testing.T) {
 			if !strings.Contains(r.stdout, "dialect camelCase") || !strings.Contains(r.stdout, "delete: not offered by this server") {
 				t.Errorf("doctor does not name the dialect and the missing delete:\n%s", r.stdout)
 			}
+			// An increase (Lars's sick day 8 → 8.5) needs no delete: the
+			// difference is created beside what payroll holds.
 			r = runInProcess(t, env, "import", corrected)
-			if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "offers no delete mutation") {
-				t.Errorf("correction: exit %d\n%s%s\nwant a failure saying the server offers no delete mutation", r.code, r.stdout, r.stderr)
+			if r.code != 0 {
+				t.Errorf("correction: exit %d, want 0\n%s%s", r.code, r.stdout, r.stderr)
 			}
-			r = runInProcess(t, env, "revert", "--import", "1", "--yes")
+			after := payrollByPart(s.sb)
+			if len(after) != 8 || after[lars+"|SYG|8"] != created[lars+"|SYG|8"] || after[lars+"|SYG|0.5"] == "" {
+				t.Errorf("correction: payroll holds %v, want the 7 pay parts of the import and SYG 0.5 beside SYG 8", after)
+			}
+			// A revert of the batch is a decrease of each of its groups: it
+			// cannot be sent; the command says why and fails, and payroll
+			// keeps what it holds.
+			r = runInProcess(t, env, "revert", "1", "--yes")
 			if r.code == 0 || !strings.Contains(r.stdout+r.stderr, "offers no delete mutation") {
 				t.Errorf("revert: exit %d\n%s%s\nwant a failure saying the server offers no delete mutation", r.code, r.stdout, r.stderr)
 			}
-			if after := payrollByPart(s.sb); len(after) != len(created) {
-				t.Errorf("payroll holds %v, want what the import created", after)
+			if got := payrollByPart(s.sb); len(got) != len(after) {
+				t.Errorf("payroll holds %v after the revert, want %v", got, after)
+			}
+			if r := runInProcess(t, env, "plan"); !strings.Contains(r.stdout, "offers no delete mutation") {
+				t.Errorf("plan after the revert does not list what waits for a delete:\n%s%s", r.stdout, r.stderr)
 			}
 			if n := s.sb.State().Counters.Requests["delete_pay_parts"]; n != 0 {
 				t.Errorf("%d delete requests", n)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -123,14 +124,40 @@ func TestImport_BrokenRules(t *testing.T) {
 	}
 }
 
+// TestImport_Stdin: "-" reads standard input, for a dry run and for an
+// import, which records it as the import "stdin".
 func TestImport_Stdin(t *testing.T) {
 	s := startSandbox(t, sandbox.Options{})
-	var out, errb bytes.Buffer
-	lookup := func(k string) (string, bool) { v, ok := s.env[k]; return v, ok }
+	env := with(s.env, "PAYSYNC_LEDGER", filepath.Join(t.TempDir(), "ledger.db"))
 	in := `{"id":"x1","employee_id":"MV8xXzE=","date":"2026-11-02","hours":"7:30","code":"T1"}` + "\n"
-	code := run(context.Background(), []string{"import", "--dry-run", "--json", "-"}, stdio{in: strings.NewReader(in), out: &out, err: &errb}, lookup)
-	if code != 0 || !strings.Contains(out.String(), `"units": "7.5"`) || !strings.Contains(out.String(), `"source": "stdin"`) {
-		t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+	runStdin := func(args ...string) result {
+		var out, errb bytes.Buffer
+		lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+		code := run(context.Background(), args, stdio{in: strings.NewReader(in), out: &out, err: &errb}, lookup)
+		return result{code, out.String(), errb.String()}
+	}
+	r := runStdin("import", "--dry-run", "--json", "-")
+	if r.code != 0 || !strings.Contains(r.stdout, `"units": "7.5"`) || !strings.Contains(r.stdout, `"change": "create"`) {
+		t.Fatalf("dry run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := runStdin("import", "-"); r.code != 0 {
+		t.Fatalf("import: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = runInProcess(t, env, "imports", "--json")
+	var srcs []struct {
+		ID   int64  `json:"id"`
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &srcs); err != nil || !slices.ContainsFunc(srcs, func(s struct {
+		ID   int64  `json:"id"`
+		Name string `json:"name"`
+	}) bool {
+		return s.ID == 1 && s.Name == "stdin"
+	}) {
+		t.Fatalf("imports --json (%v): want import 1 named stdin\n%s", err, r.stdout)
+	}
+	if got := payrollKeys(s.sb); !slices.Equal(got, []string{"MV8x|MV8xXzE=|T1|units=7.5"}) {
+		t.Errorf("payroll holds %v, want the 7.5 of stdin", got)
 	}
 }
 
@@ -187,14 +214,15 @@ func TestImport_DryRunAgainstTheLedger(t *testing.T) {
 	}
 	r = step(0, "import", "--dry-run", mixed)
 	for _, want := range []string{
-		"3 entries in 1 file: 1 mapped, 0 skipped, 0 with problems; 1 pay part\n",
+		// tt-1002 changed (Mette's T1 11.83 → 12.5) and the new entry in
+		// Jonas's existing group (8 → 11): two groups replaced.
+		"3 entries in 1 file: 1 mapped, 0 skipped, 0 with problems; 2 pay parts\n",
 		"1 entry is in the ledger already with the same content",
 		"1 entry is paid before with other content: a correction",
-		"corrections: what payroll would hold instead, per employee × code:",
-		"delete pay part ",
-		"create pay part ",
-		"tt-1002 (",
-		"MV8y     Jonas Larsen",
+		"what payroll would hold, per group (before → after):",
+		"MV8x     2026-11  Mette Hansen  T1            11.83 → 12.5",
+		"MV8y     2026-11  Jonas Larsen  T1    215.75  8 → 11",
+		"replace",
 	} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("dry run of a changed file lacks %q:\n%s", want, r.stdout)
@@ -239,30 +267,56 @@ func TestCLI_ImportBatchesRevertReplay(t *testing.T) {
 		t.Fatalf("batches --json = %s (%v)", r.stdout, err)
 	}
 	r = step(0, "batches", "show", "1")
-	if !strings.Contains(r.stdout, "toggl.csv:2") || !strings.Contains(r.stdout, "cHBfMQ==") {
+	// (The reconciler's pay parts are per group: the batch no longer
+	// lists the source lines behind each.)
+	if !strings.Contains(r.stdout, "cHBfMQ==") || !strings.Contains(r.stdout, "Mette Hansen") {
 		t.Fatalf("batches show: %s", r.stdout)
 	}
 	step(0, "imports", "show", "1", "--json")
-	r = step(1, "replay", "1", "--yes")
-	if !strings.Contains(r.stderr, "still exist in payroll") {
-		t.Fatalf("replay before revert: %s", r.stderr)
+	creates := func() int { return s.sb.State().Counters.Requests["create_pay_parts"] }
+	held := func() int { return len(s.sb.State().Companies[0].PayParts) }
+	// A replay of what payroll holds already pays nothing twice.
+	calls := creates()
+	r = step(0, "replay", "1", "--yes")
+	if !strings.Contains(r.stdout, "0 deleted, 0 created") || creates() != calls || held() != 7 {
+		t.Fatalf("replay before revert: %d create calls, payroll holds %d\n%s", creates()-calls, held(), r.stdout)
 	}
 	step(2, "revert", "1") // not a terminal and no --yes: refused
 	r = step(0, "revert", "1", "--dry-run")
-	if !strings.Contains(r.stdout, "7 to delete") || len(s.sb.State().Companies[0].PayParts) != 7 {
+	if !strings.Contains(r.stdout, "revert batch 1: 6 entries") || held() != 7 {
 		t.Fatalf("revert --dry-run: %s", r.stdout)
 	}
-	step(0, "revert", "1", "--yes")
-	if n := len(s.sb.State().Companies[0].PayParts); n != 0 {
+	if r = step(0, "revert", "1", "--yes"); !strings.Contains(r.stdout, "7 deleted, 0 created") {
+		t.Errorf("revert: %s", r.stdout)
+	}
+	if n := held(); n != 0 {
 		t.Fatalf("after revert payroll holds %d", n)
 	}
-	step(0, "revert", "1", "--yes") // twice: nothing to do
+	if r = step(0, "revert", "1", "--yes"); !strings.Contains(r.stdout, "0 deleted, 0 created") { // twice: nothing to do
+		t.Errorf("revert twice: %s", r.stdout)
+	}
 	r = step(0, "replay", "1", "--yes")
-	if !strings.Contains(r.stdout, "7 pay parts created") || len(s.sb.State().Companies[0].PayParts) != 7 {
+	if !strings.Contains(r.stdout, "0 deleted, 7 created") || held() != 7 {
 		t.Fatalf("replay: %s", r.stdout)
 	}
-	r = step(0, "batches", "--state", "reverted")
-	if !strings.Contains(r.stdout, "reverted") {
-		t.Fatalf("batches --state reverted: %s", r.stdout)
+	// The batch keeps its history: its 7 pay parts deleted by the revert.
+	var after []struct {
+		ID      int64 `json:"id"`
+		Created int   `json:"created"`
+		Deleted int   `json:"deleted"`
+	}
+	r = step(0, "batches", "--json")
+	if err := json.Unmarshal([]byte(r.stdout), &after); err != nil {
+		t.Fatalf("batches --json: %v\n%s", err, r.stdout)
+	}
+	created := 0
+	for _, b := range after {
+		created += b.Created
+		if b.ID == 1 && b.Deleted != 7 {
+			t.Errorf("batch 1 after revert and replay: %+v, want its 7 pay parts deleted", b)
+		}
+	}
+	if created != 7 {
+		t.Errorf("batches record %d pay parts created (live), want 7:\n%s", created, r.stdout)
 	}
 }

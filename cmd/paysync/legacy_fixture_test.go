@@ -19,7 +19,6 @@ import (
 
 	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/payroll/sandbox"
-	"github.com/shopspring/decimal"
 )
 
 const legacyFixtureDir = "testdata/legacy-313bf20"
@@ -186,78 +185,4 @@ func copyLegacyLedger(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// TestLegacyFixture_313bf20: this commit's paysync on a 0600 copy of the
-// fixture ledger, against a sandbox seeded from payroll.json: the periods
-// it reports are the live groups of payroll.json, the inputs imported
-// again are duplicates (no payroll call), and a correction to the closed
-// October is refused. A later paysync's migration test starts the same way.
-func TestLegacyFixture_313bf20(t *testing.T) {
-	lp := loadLegacyPayroll(t)
-	s := startSandbox(t, sandbox.Options{})
-	seedLegacyPayroll(t, s.sb, lp)
-	env := with(s.env, "PAYSYNC_LEDGER", copyLegacyLedger(t), "PAYSYNC_COMPANY_ID", sandbox.CompanyNordlys)
-	delete(env, "PAYSYNC_TOKEN_FILE") // the ledger's stored token is another sandbox's: a new initial token starts over
-	must := func(code int, args ...string) result {
-		t.Helper()
-		r := runInProcess(t, env, args...)
-		if r.code != code {
-			t.Fatalf("%v: exit %d, want %d\n%s%s", args, r.code, code, r.stdout, r.stderr)
-		}
-		return r
-	}
-
-	// periods --json: per company and month, the live groups' units.
-	want := map[string]decimal.Decimal{}
-	for k, v := range lp.LiveGroups {
-		f := strings.Split(k, "|")
-		want[f[0]+"|"+f[4]] = want[f[0]+"|"+f[4]].Add(decimal.RequireFromString(v))
-	}
-	var list struct {
-		Periods []struct {
-			CompanyID string          `json:"company_id"`
-			Period    string          `json:"period"`
-			Units     decimal.Decimal `json:"units"`
-			Pending   int             `json:"pending"`
-			Status    string          `json:"status"`
-		} `json:"periods"`
-	}
-	if err := json.Unmarshal([]byte(must(0, "periods", "--json").stdout), &list); err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]decimal.Decimal{}
-	for _, p := range list.Periods {
-		k := p.CompanyID + "|" + p.Period
-		got[k] = got[k].Add(p.Units)
-		if p.Pending != 0 || (p.Period == "2026-10") != (p.Status == "closed") {
-			t.Errorf("period %s of %s: %d pending, %s", p.Period, p.CompanyID, p.Pending, p.Status)
-		}
-	}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("periods --json: %v, want the live groups' %v", got, want)
-	}
-
-	writes := func() int {
-		r := s.sb.State().Counters.Requests
-		return r["create_pay_parts"] + r["delete_pay_parts"]
-	}
-	before, keys := writes(), payrollKeys(s.sb)
-	rules := filepath.Join(legacyFixtureDir, "rules.yaml")
-	for _, f := range []string{"toggl.csv", "toggl-corrected.csv", "october.ndjson"} {
-		r := must(0, "import", "--rules", rules, filepath.Join(legacyFixtureDir, "inputs", f))
-		if !strings.Contains(r.stdout, "duplicate") {
-			t.Errorf("%s again:\n%s", f, r.stdout)
-		}
-	}
-	fix := filepath.Join(t.TempDir(), "october-fix.ndjson")
-	if err := os.WriteFile(fix, []byte(`{"id":"oct-1","employee_id":"MV8xXzE=","date":"2026-10-26","hours":"7","type":"work"}`+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if r := must(1, "import", "--rules", rules, fix); !strings.Contains(r.stdout, "in period 2026-10, closed on") {
-		t.Errorf("a correction to the closed October:\n%s%s", r.stdout, r.stderr)
-	}
-	if n := writes() - before; n != 0 || !slices.Equal(payrollKeys(s.sb), keys) {
-		t.Errorf("%d payroll writes; payroll now\n%v\nwas\n%v", n, payrollKeys(s.sb), keys)
-	}
 }

@@ -53,11 +53,12 @@ func TestImport_PeriodStatement(t *testing.T) {
 	}
 }
 
-// TestPeriods_CloseRefusesCorrections: `periods` shows per company,
-// source and month totals equal to what payroll holds; a closed period
-// refuses a correction (a problem naming the period, exit 1, payroll
-// unchanged) and takes it once reopened.
-func TestPeriods_CloseRefusesCorrections(t *testing.T) {
+// TestPeriods_CloseFreezesCorrections: `periods` shows per company,
+// source and month totals equal to what payroll holds; a closed period is
+// frozen: a correction of an entry dated in it is recorded (exit 0) and
+// payroll keeps what it held (`paysync plan` lists the change as late);
+// once the period is opened again, the next reconcile sends it, once.
+func TestPeriods_CloseFreezesCorrections(t *testing.T) {
 	s := startSandbox(t, sandbox.Options{})
 	env := with(s.env, "PAYSYNC_LEDGER", filepath.Join(t.TempDir(), "ledger.db"))
 	row := func(id, emp, date, hours string) string {
@@ -71,6 +72,10 @@ func TestPeriods_CloseRefusesCorrections(t *testing.T) {
 			}
 		}
 		return sum.String()
+	}
+	writes := func() int {
+		n := s.sb.State().Counters.Requests
+		return n["create_pay_parts"] + n["delete_pay_parts"]
 	}
 	must := func(code int, args ...string) result {
 		t.Helper()
@@ -92,14 +97,15 @@ func TestPeriods_CloseRefusesCorrections(t *testing.T) {
 	}
 	r := must(0, "periods", "--json")
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list.Periods) != 2 {
-		t.Fatalf("periods --json (%v):\n%s", err, r.stdout)
-	}
-	total := paysync.Dec("0").Decimal
-	for _, p := range list.Periods {
-		total = total.Add(paysync.Dec(p.Units).Decimal)
-	}
-	if total.String() != payrollUnits() || list.Periods[0].Period != "2026-11" || list.Periods[0].Units != "10.5" || list.Periods[1].Units != "8" {
-		t.Fatalf("periods %+v: total %s, payroll holds %s", list.Periods, total, payrollUnits())
+		t.Errorf("periods --json (%v):\n%s", err, r.stdout)
+	} else {
+		total := paysync.Dec("0").Decimal
+		for _, p := range list.Periods {
+			total = total.Add(paysync.Dec(p.Units).Decimal)
+		}
+		if total.String() != payrollUnits() || list.Periods[0].Period != "2026-11" || list.Periods[0].Units != "10.5" || list.Periods[1].Units != "8" {
+			t.Errorf("periods %+v: total %s, payroll holds %s", list.Periods, total, payrollUnits())
+		}
 	}
 
 	must(0, "periods", "close", "2026-10", "--note", "October payroll run")
@@ -108,27 +114,33 @@ func TestPeriods_CloseRefusesCorrections(t *testing.T) {
 		t.Errorf("periods after close:\n%s", r.stdout)
 	}
 	fixed := writeLines(t, "oct-fix.ndjson", row("c1", sandbox.EmpMetteHansen, "2026-10-30", "7"))
-	r = must(1, "import", fixed)
-	if !strings.Contains(r.stdout, "in period 2026-10, closed on") || !strings.Contains(r.stdout, "paysync periods open 2026-10") {
-		t.Errorf("a correction to the closed period:\n%s%s", r.stdout, r.stderr)
+	calls := writes()
+	must(0, "import", fixed)
+	if got := payrollUnits(); got != "18.5" || writes() != calls {
+		t.Fatalf("payroll holds %s units after a correction to the closed period (%d calls), want 18.5 (none)", got, writes()-calls)
 	}
-	if got := payrollUnits(); got != "18.5" {
-		t.Fatalf("payroll holds %s units after a refused correction, want 18.5", got)
+	r = must(0, "plan")
+	if !strings.Contains(r.stdout, "2026-10") || !strings.Contains(r.stdout, "8 → 7") || !strings.Contains(r.stdout, "late: its period is closed") {
+		t.Errorf("plan after a correction to the closed period:\n%s", r.stdout)
 	}
 	must(0, "periods", "open", "2026-10")
-	// The same command again: the import had a refused correction, so the
-	// same file is taken again (not skipped as a duplicate), and once more
-	// changes nothing.
-	r = must(0, "import", fixed)
-	if !strings.Contains(r.stdout, "takes import") {
-		t.Errorf("the same file after the period was opened:\n%s", r.stdout)
+	if got := payrollUnits(); got != "18.5" {
+		t.Fatalf("payroll holds %s units after periods open (nothing sent yet), want 18.5", got)
 	}
+	r = must(0, "plan")
+	if !strings.Contains(r.stdout, "8 → 7") || !strings.Contains(r.stdout, "replace") {
+		t.Errorf("plan after the period was opened again:\n%s", r.stdout)
+	}
+	// The next reconcile (here the same file again: a duplicate) catches
+	// up, and once more changes nothing.
+	must(0, "import", fixed)
 	if got := payrollUnits(); got != "17.5" {
-		t.Fatalf("payroll holds %s units after the correction, want 17.5", got)
+		t.Fatalf("payroll holds %s units after the period was opened again, want 17.5", got)
 	}
+	calls = writes()
 	r = must(0, "import", fixed)
-	if !strings.Contains(r.stdout, "nothing sent (duplicate)") || payrollUnits() != "17.5" {
-		t.Fatalf("the same file a third time: payroll holds %s units\n%s", payrollUnits(), r.stdout)
+	if !strings.Contains(r.stdout, "nothing sent (duplicate)") || payrollUnits() != "17.5" || writes() != calls {
+		t.Fatalf("the same file a third time: payroll holds %s units, %d calls\n%s", payrollUnits(), writes()-calls, r.stdout)
 	}
 }
 
@@ -167,25 +179,38 @@ func TestRevertReplay_Period(t *testing.T) {
 	}
 	must(0, "import", p)
 	all := units()
+	writes := func() int {
+		n := s.sb.State().Counters.Requests
+		return n["create_pay_parts"] + n["delete_pay_parts"]
+	}
 	r := must(0, "revert", "--period", "2026-11", "--dry-run")
-	if strings.Count(r.stdout, "delete ") != 2 || len(units()) != 3 {
+	if !strings.Contains(r.stdout, "revert period 2026-11: 2 entries") || len(units()) != 3 {
 		t.Fatalf("revert --dry-run:\n%s\npayroll %v", r.stdout, units())
 	}
-	must(0, "revert", "--period", "2026-11", "--yes")
+	if r := must(0, "revert", "--period", "2026-11", "--yes"); !strings.Contains(r.stdout, "2 entries changed; 2 deleted, 0 created") {
+		t.Errorf("revert --period 2026-11:\n%s", r.stdout)
+	}
 	if got := units(); !slices.Equal(got, []string{"MV8xXzE= 8"}) {
 		t.Fatalf("after revert --period 2026-11 payroll holds %v", got)
 	}
-	if r := must(0, "revert", "--period", "2026-11", "--yes"); !strings.Contains(r.stdout, "nothing to change") {
-		t.Errorf("revert twice:\n%s", r.stdout)
+	calls := writes()
+	if r := must(0, "revert", "--period", "2026-11", "--yes"); !strings.Contains(r.stdout, "0 deleted, 0 created") || writes() != calls {
+		t.Errorf("revert twice (%d calls):\n%s", writes()-calls, r.stdout)
 	}
-	must(0, "replay", "--period", "2026-11", "--yes")
+	if r := must(0, "replay", "--period", "2026-11", "--yes"); !strings.Contains(r.stdout, "2 entries changed; 0 deleted, 2 created") {
+		t.Errorf("replay --period 2026-11:\n%s", r.stdout)
+	}
 	if got := units(); !slices.Equal(got, all) {
 		t.Fatalf("after replay --period 2026-11 payroll holds %v, want %v", got, all)
 	}
-	if r := must(0, "replay", "--period", "2026-11", "--yes"); !strings.Contains(r.stdout, "nothing to change") {
-		t.Errorf("replay twice:\n%s", r.stdout)
+	calls = writes()
+	if r := must(0, "replay", "--period", "2026-11", "--yes"); !strings.Contains(r.stdout, "0 deleted, 0 created") || writes() != calls {
+		t.Errorf("replay twice (%d calls):\n%s", writes()-calls, r.stdout)
 	}
-	must(2, "replay", "--period", "2026-11", "--force")
+	if got := units(); !slices.Equal(got, all) {
+		t.Fatalf("after replay --period 2026-11 twice payroll holds %v, want %v", got, all)
+	}
+	must(2, "replay", "--period", "2026-11", "--force") // no such flag: nothing is paid twice
 }
 
 // TestCutoff_Config: PAYSYNC_SEND is immediate or cutoff, and cutoff needs
@@ -205,7 +230,7 @@ func TestCutoff_Config(t *testing.T) {
 			t.Errorf("PAYSYNC_SEND=%q PAYSYNC_CUTOFF=%q: exit %d, want 2 and %q\n%s", tc.send, tc.cutoff, r.code, tc.want, r.stderr)
 		}
 	}
-	if r := runInProcess(t, env, "cutoff", "--yes"); r.code != 0 || !strings.Contains(r.stdout, "no entries are held") {
+	if r := runInProcess(t, env, "cutoff", "--yes"); r.code != 0 || !strings.Contains(r.stdout, "cutoff: nothing to send") {
 		t.Errorf("cutoff with nothing held: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }

@@ -558,6 +558,8 @@ type propRun struct {
 	failures *[]string
 	details  int
 	last     result // the last operation's outcome
+	// lastRefused: the last operation was refused for a closed period.
+	lastRefused bool
 	// periods opened again (→ the step) that no command reconciled yet
 	catchingUp map[string]int
 }
@@ -1005,7 +1007,7 @@ func (r *propRun) exec(step int, op propOp) {
 		op.args = []string{"(rules file: " + propVariants[op.variant].name + ")"}
 		fmt.Fprintf(&tr, "%3d. rules change: %s\n", step, propVariants[op.variant].name)
 	}
-	r.last = outcome
+	r.last, r.lastRefused = outcome, refused
 	fmt.Fprintf(&tr, "       → exit %d", outcome.code)
 	if refused {
 		tr.WriteString(" (refused for the closed period: taken as not done)")
@@ -1126,8 +1128,9 @@ func (r *propRun) check(step int, op propOp) {
 		}
 	}
 	// A period opened again is caught up by the next reconcile: the next
-	// command that imports, reverts or replays.
-	reconciles := op.kind != "open" && op.kind != "close" && op.kind != "rules"
+	// command that imports, reverts or replays (an operation refused for a
+	// closed period changes nothing, and does not reconcile either).
+	reconciles := op.kind != "open" && op.kind != "close" && op.kind != "rules" && !r.lastRefused
 	caught := map[string]int{}
 	for p, at := range r.catchingUp {
 		if reconciles {

@@ -78,9 +78,11 @@ func TestRevert_NoTerminalSaysPassYes(t *testing.T) {
 	check("replay", "1")
 }
 
-// TestReplay_ConfiguredRulesAndDryRunExit: replay maps with
-// PAYSYNC_MAPPING unless --rules, and its dry run exits 1 when it lists
-// problems, as import --dry-run does.
+// TestReplay_ConfiguredRulesAndDryRunExit: replay maps the entries again
+// with PAYSYNC_MAPPING unless --rules; its dry run says what it touches
+// and sends nothing; a replay under rules that refuse the entries pays
+// none of them and says so with exit 1 (the entries are problems, as
+// import says of its own: a script can gate on it).
 func TestReplay_ConfiguredRulesAndDryRunExit(t *testing.T) {
 	s := startSandbox(t, sandbox.Options{})
 	ledgerEnv := with(s.env, "PAYSYNC_LEDGER", filepath.Join(t.TempDir(), "ledger.db"))
@@ -93,20 +95,41 @@ func TestReplay_ConfiguredRulesAndDryRunExit(t *testing.T) {
 		}
 		return r
 	}
+	holds := func() int { return len(s.sb.State().Companies[0].PayParts) }
 	step(env, 0, "import", "../../deploy/examples/toggl.csv")
 	step(env, 0, "revert", "1", "--yes")
-	if r := step(env, 0, "replay", "1", "--dry-run"); !strings.Contains(r.stdout, "0 problems; 7 pay parts") {
-		t.Errorf("replay --dry-run with PAYSYNC_MAPPING:\n%s", r.stdout)
+	for _, e := range []map[string]string{env, ledgerEnv} {
+		if r := step(e, 0, "replay", "1", "--dry-run"); !strings.Contains(r.stdout, "replay batch 1: 6 entries") {
+			t.Errorf("replay --dry-run:\n%s", r.stdout)
+		}
+		step(e, 0, "replay", "1", "--dry-run", "--json")
 	}
-	// Without rules the entries have no pay code: problems, exit 1.
-	r := step(ledgerEnv, 1, "replay", "1", "--dry-run")
-	if !strings.Contains(r.stdout, "problems (") || !strings.Contains(r.stderr, "nothing was sent") {
-		t.Errorf("replay --dry-run with problems:\n%s%s", r.stdout, r.stderr)
-	}
-	step(ledgerEnv, 1, "replay", "1", "--dry-run", "--json")
-	step(ledgerEnv, 0, "replay", "1", "--dry-run", "--rules", "../../deploy/examples/rules.yaml")
-	if n := len(s.sb.State().Companies[0].PayParts); n != 0 {
+	if n := holds(); n != 0 {
 		t.Fatalf("dry runs sent %d pay parts", n)
+	}
+	// Without rules the entries have no pay code: none is paid, and the
+	// replay says so.
+	r := runInProcess(t, ledgerEnv, "replay", "1", "--yes")
+	if r.code != 1 || !strings.Contains(r.stdout+r.stderr, "problem") {
+		t.Errorf("replay under rules that refuse every entry: exit %d, want 1 naming the problems\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if n := holds(); n != 0 {
+		t.Fatalf("replay without rules: payroll holds %d pay parts, want 0", n)
+	}
+	// --rules maps them again (through their import: the batch's entries
+	// were replayed already, and refused).
+	step(ledgerEnv, 0, "replay", "--import", "1", "--yes", "--rules", "../../deploy/examples/rules.yaml")
+	if n := holds(); n != 7 {
+		t.Fatalf("replay --rules: payroll holds %d pay parts, want 7", n)
+	}
+	// And PAYSYNC_MAPPING, without --rules.
+	step(env, 0, "revert", "--import", "1", "--yes")
+	if n := holds(); n != 0 {
+		t.Fatalf("revert --import 1: payroll holds %d pay parts, want 0", n)
+	}
+	step(env, 0, "replay", "--import", "1", "--yes")
+	if n := holds(); n != 7 {
+		t.Fatalf("replay with PAYSYNC_MAPPING: payroll holds %d pay parts, want 7", n)
 	}
 }
 

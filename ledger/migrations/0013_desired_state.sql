@@ -59,8 +59,15 @@ CREATE INDEX lines_group ON lines (group_id) WHERE counts = 1;
 ALTER TABLE pay_parts ADD COLUMN group_id INTEGER REFERENCES groups (id);
 CREATE INDEX pay_parts_group ON pay_parts (group_id) WHERE group_id IS NOT NULL;
 ALTER TABLE sources ADD COLUMN reverted INTEGER NOT NULL DEFAULT 0;
--- excluded: 0, or the batch whose revert excluded the entry (-1: a period's)
-ALTER TABLE entries ADD COLUMN excluded INTEGER NOT NULL DEFAULT 0;
+-- Why an entry does not count although its version would: excluded by the
+-- revert of a batch (by: the batch) or of a period (by: -1), each lifted by
+-- its replay; every one by a later import listing the entry.
+CREATE TABLE exclusions (
+  entry         INTEGER NOT NULL REFERENCES entries (id),
+  by            INTEGER NOT NULL,
+  PRIMARY KEY (entry, by)
+) WITHOUT ROWID;
+CREATE INDEX exclusions_by ON exclusions (by);
 -- A ledger from before: its entries are taken into the desired state by
 -- the first process with rules (their lines mapped then, their pay parts
 -- tied to their groups) before anything is planned.
@@ -68,8 +75,9 @@ ALTER TABLE entries ADD COLUMN legacy INTEGER NOT NULL DEFAULT 0;
 UPDATE entries SET legacy = 1 WHERE status = 'mapped' AND note <> 'held';
 -- An entry from before that payroll no longer holds (its batch reverted,
 -- its pay part refused) does not count until it is replayed or listed again.
-UPDATE entries SET excluded = coalesce((SELECT max(p.batch_id) FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id WHERE pe.entry_id = entries.id), -1)
-  WHERE legacy = 1 AND NOT EXISTS (SELECT 1 FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id
+INSERT INTO exclusions (entry, by)
+  SELECT id, coalesce((SELECT max(p.batch_id) FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id WHERE pe.entry_id = entries.id), -1)
+  FROM entries WHERE legacy = 1 AND NOT EXISTS (SELECT 1 FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id
     JOIN batches b ON b.id = p.batch_id
     WHERE pe.entry_id = entries.id AND p.superseded_by IS NULL
       AND (p.state = 'created' OR (p.state = 'pending' AND b.state IN ('pending', 'sending', 'failed'))));
@@ -78,6 +86,12 @@ INSERT INTO versions (entry, source_id, line, content_hash, data, status, note, 
   FROM entry_versions v JOIN entries e ON e.id = v.entry WHERE e.legacy = 1 ORDER BY v.id;
 INSERT INTO versions (entry, source_id, line, content_hash, data, status, note, entry_date, pending)
   SELECT id, source_id, line, content_hash, data, status, note, entry_date, 1 FROM entries WHERE legacy = 1 ORDER BY id;
+-- A batch revert left half done (reverting): its entries are out, as the
+-- revert said; the start-up finishes its deletes.
+INSERT OR IGNORE INTO exclusions (entry, by)
+  SELECT pe.entry_id, p.batch_id FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id
+    JOIN batches b ON b.id = p.batch_id JOIN entries e ON e.id = pe.entry_id
+  WHERE b.state = 'reverting' AND e.legacy = 1;
 CREATE INDEX entries_legacy ON entries (id) WHERE legacy = 1;
 -- The reconciler's units are corrections rows of the source 0 when no
 -- import caused them.

@@ -1,0 +1,24 @@
+package main
+
+import (
+	"path/filepath"
+	"testing"
+	"strings"
+
+	"github.com/paysync/paysync/payroll/sandbox"
+)
+
+func TestZZScratch(t *testing.T) {
+	s := startSandbox(t, sandbox.Options{Dialect: sandbox.CamelCase, NoDelete: true})
+	env := with(s.env, "PAYSYNC_LEDGER", filepath.Join(t.TempDir(), "ledger.db"), "PAYSYNC_MAPPING", "../../deploy/examples/rules.yaml")
+	for _, a := range [][]string{
+		{"import", "../../deploy/examples/toggl.csv"},
+		{"revert", "--import", "1", "--yes"},
+		{"plan"},
+		{"plan", "--all"},
+	} {
+		r := runInProcess(t, env, a...)
+		t.Logf("$ %s -> %d\n%s\n%s", strings.Join(a, " "), r.code, r.stdout, r.stderr)
+		t.Logf("payroll: %v", len(payrollKeys(s.sb)))
+	}
+}
