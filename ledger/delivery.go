@@ -363,10 +363,15 @@ func (l *Ledger) RejectItems(ctx context.Context, batchID, attemptID int64, reas
 			if n, _ := res.RowsAffected(); n != 1 {
 				return fmt.Errorf("pay part %d of batch %d is not pending", itemID, batchID)
 			}
-			// The reject names the entries behind the pay part.
+			// The reject names the entries behind the pay part: those
+			// counting in its group (from before the desired state: those
+			// linked to it), each with the import of its version.
 			if _, err := tx.ExecContext(ctx, `INSERT INTO rejects (source_id, batch_id, entry_id, line, field, message, hint, created_at)
-				SELECT e.source_id, ?, e.entry_id, e.line, 'pay_part', ?, 'fix the mapping or the entry, then replay the batch', ?
-				FROM pay_part_entries pe JOIN entries e ON e.id = pe.entry_id WHERE pe.pay_part_id = ?`, batchID, why, now, itemID); err != nil {
+				SELECT v.source_id, ?, e.entry_id, v.line, 'pay_part', ?, 'fix the mapping or the entry, then replay the batch (paysync replay BATCH_ID)', ?
+				FROM pay_parts p JOIN lines l ON l.group_id = p.group_id AND l.counts = 1 JOIN versions v ON v.id = l.version JOIN entries e ON e.id = v.entry
+				WHERE p.id = ?
+				UNION ALL SELECT e.source_id, ?, e.entry_id, e.line, 'pay_part', ?, 'fix the mapping or the entry, then replay the batch (paysync replay BATCH_ID)', ?
+				FROM pay_part_entries pe JOIN entries e ON e.id = pe.entry_id WHERE pe.pay_part_id = ?`, batchID, why, now, itemID, batchID, why, now, itemID); err != nil {
 				return err
 			}
 		}

@@ -141,10 +141,11 @@ func (l *Ledger) Attempts(ctx context.Context, batchID int64, limit int) ([]Atte
 
 // ListSources lists imports, newest first.
 func (l *Ledger) ListSources(ctx context.Context, since time.Time) ([]Source, error) {
-	q := `SELECT ` + sourceCols + ` FROM sources`
+	// Source 0 is the reconciler's (its plans no import caused): not one.
+	q := `SELECT ` + sourceCols + ` FROM sources WHERE id <> 0`
 	var args []any
 	if !since.IsZero() {
-		q += ` WHERE received_at >= ?`
+		q += ` AND received_at >= ?`
 		args = append(args, since.UTC().Format(tsLayout))
 	}
 	rows, err := l.rdb.QueryContext(ctx, q+` ORDER BY id DESC`, args...)

@@ -348,7 +348,8 @@ func targetEntries(sc Target, replay bool) (string, []any) {
 			}
 		}
 		return `SELECT v.entry FROM lines l JOIN versions v ON v.id = l.version WHERE l.counts = 1 AND l.group_id IN (
-				SELECT p.group_id FROM pay_parts p JOIN batches b ON b.id = p.batch_id WHERE p.batch_id IN (` + in + `) AND p.group_id IS NOT NULL AND ` + heldPartsWhere + `)
+				SELECT p.group_id FROM pay_parts p JOIN batches b ON b.id = p.batch_id WHERE p.batch_id IN (` + in + `) AND p.group_id IS NOT NULL
+					AND (` + heldPartsWhere + ` OR p.state = 'rejected'))
 			UNION SELECT entry FROM exclusions WHERE by IN (` + in + `)
 			UNION SELECT pe.entry_id FROM pay_part_entries pe JOIN pay_parts p ON p.id = pe.pay_part_id JOIN batches b ON b.id = p.batch_id
 				WHERE p.batch_id IN (` + in + `) AND ` + heldPartsWhere, args
@@ -492,7 +493,17 @@ func (l *Ledger) change(ctx context.Context, op string, sc Target, replay bool, 
 			d.touch(id)
 		}
 		n = len(ids)
-		return d.flush()
+		if err := d.flush(); err != nil {
+			return err
+		}
+		if !replay {
+			return nil
+		}
+		// A replay plans its groups again even where their totals stay:
+		// a pay part payroll refused is sent again once the cause is fixed.
+		_, err = st.exec(`UPDATE groups SET dirty = 1 WHERE dirty = 0 AND id IN (SELECT l.group_id FROM lines l JOIN versions v ON v.id = l.version
+			WHERE l.counts = 1 AND v.entry IN (`+sub+`))`, args...)
+		return err
 	})
 	return n, err
 }

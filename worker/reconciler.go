@@ -222,9 +222,6 @@ type PlanFilter struct {
 	Company string
 	Period  *paysync.Period
 	All     bool // every group, not only those that changed since planned
-	// keepClean keeps the dirty groups that need nothing in the plan
-	// (Apply clears their mark).
-	keepClean bool
 }
 
 // planPage is how many groups one read plans.
@@ -246,7 +243,7 @@ func (r *Reconciler) Plan(ctx context.Context, f PlanFilter) (Plan, error) {
 		}
 		for _, g := range gs {
 			c := r.decide(ctx, g)
-			if c.Kind != ChangeNone || f.All || f.keepClean {
+			if c.Kind != ChangeNone || f.All {
 				out.Changes = append(out.Changes, c)
 			}
 		}
@@ -403,31 +400,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, source int64) ([]int64, erro
 	}
 	var batches []int64
 	for try := 0; try < maxStale; try++ {
-		// Every dirty group: those that need nothing only lose their mark.
-		p, err := r.Plan(ctx, PlanFilter{keepClean: true})
-		if err != nil {
-			return batches, err
-		}
-		byCompany := map[string][]ledger.GroupChange{}
-		for _, c := range p.Changes {
-			switch c.Kind {
-			case ChangeLate, ChangeWaiting, ChangeProblem:
-				continue
-			}
-			byCompany[c.Group.Key.Company] = append(byCompany[c.Group.Key.Company], c.change)
-		}
-		companies := make([]string, 0, len(byCompany))
-		for co := range byCompany {
-			companies = append(companies, co)
-		}
-		sort.Strings(companies)
 		stale := 0
-		for _, co := range companies {
-			bs, n, err := r.L.ApplyPlan(ctx, co, source, byCompany[co], r.BatchSize)
+		// A page of dirty groups at a time, in order of id: the plan's
+		// memory does not grow with the backlog. Groups that need nothing
+		// only lose their mark; those that changed meanwhile stay dirty
+		// (stale) and are planned again.
+		for after := int64(0); ; {
+			gs, err := r.L.Groups(ctx, ledger.GroupFilter{Dirty: true, Frozen: true, After: after, Limit: planPage})
+			if err != nil {
+				return batches, err
+			}
+			bs, n, err := r.applyPage(ctx, source, gs)
 			if err != nil {
 				return batches, err
 			}
 			batches, stale = append(batches, bs...), stale+n
+			if len(gs) < planPage {
+				break
+			}
+			after = gs[len(gs)-1].ID
 		}
 		if stale == 0 {
 			return batches, nil
@@ -436,6 +427,32 @@ func (r *Reconciler) Reconcile(ctx context.Context, source int64) ([]int64, erro
 	return batches, nil
 }
 
+// applyPage decides a page of groups and records the changes, company by
+// company; it returns the new batches and how many groups were stale.
+func (r *Reconciler) applyPage(ctx context.Context, source int64, gs []ledger.Group) (batches []int64, stale int, err error) {
+	byCompany := map[string][]ledger.GroupChange{}
+	for _, g := range gs {
+		c := r.decide(ctx, g)
+		switch c.Kind {
+		case ChangeLate, ChangeWaiting, ChangeProblem:
+			continue
+		}
+		byCompany[g.Key.Company] = append(byCompany[g.Key.Company], c.change)
+	}
+	companies := make([]string, 0, len(byCompany))
+	for co := range byCompany {
+		companies = append(companies, co)
+	}
+	sort.Strings(companies)
+	for _, co := range companies {
+		bs, n, err := r.L.ApplyPlan(ctx, co, source, byCompany[co], r.BatchSize)
+		if err != nil {
+			return batches, stale, err
+		}
+		batches, stale = append(batches, bs...), stale+n
+	}
+	return batches, stale, nil
+}
 
 // cannotDelete reports whether the payroll server offers no delete
 // mutation: a group then only grows (a pay part of the difference).

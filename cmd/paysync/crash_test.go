@@ -527,10 +527,69 @@ func attemptLog(d ledger.BatchDetail) string {
 	return b.String()
 }
 
+// ledgerGroups reads every group of the ledger (company × employee × code
+// × rate × period, or one entry's own with aggregate: false) with its live
+// pay parts: the reconciler's link between entries and pay parts.
+func ledgerGroups(t *testing.T, l *ledger.Ledger) []ledger.Group {
+	t.Helper()
+	var out []ledger.Group
+	var after int64
+	for {
+		gs, err := l.Groups(context.Background(), ledger.GroupFilter{Frozen: true, After: after, Limit: 500})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, gs...)
+		if len(gs) < 500 {
+			return out
+		}
+		after = gs[len(gs)-1].ID
+	}
+}
+
+// crashGroupKey names a group of the crash tests' entries (all T1, all
+// of November 2026): its entry's id when each entry is its own group
+// (--no-aggregate, aggregate: false), else its employee.
+func crashGroupKey(g ledger.Group) string {
+	if g.Key.Own != "" {
+		return g.Key.Own
+	}
+	return g.Key.Employee
+}
+
+// entryGroupKey is the crashGroupKey of the group entry e is in.
+func entryGroupKey(e crashEntry, aggregate bool) string {
+	if aggregate {
+		return e.employee
+	}
+	return e.id
+}
+
+// groupsByLivePart maps each live pay part's id to its group, failing the
+// test when a group of an open period has more than one live pay part or
+// a pay part is live in two groups.
+func groupsByLivePart(t *testing.T, gs []ledger.Group) map[int64]ledger.Group {
+	t.Helper()
+	out := map[int64]ledger.Group{}
+	for _, g := range gs {
+		if len(g.Live) > 1 {
+			t.Errorf("group %s (%d lines) has %d live pay parts, want one", crashGroupKey(g), g.Lines, len(g.Live))
+		}
+		for _, lp := range g.Live {
+			if _, dup := out[lp.ID]; dup {
+				t.Errorf("pay part %d is live in two groups", lp.ID)
+			}
+			out[lp.ID] = g
+		}
+	}
+	return out
+}
+
 // checkLedgerImported: every batch created, every pay part created with a
-// payroll id that is in payroll and not a seeded one, each from exactly one
-// entry, every entry in exactly one pay part; and the pay parts in payroll
-// that are not seeded are exactly the ledger's.
+// payroll id that is in payroll and not a seeded one, each the one live pay
+// part of one entry's group (--no-aggregate), every entry's group holding
+// exactly one; and the pay parts in payroll that are not seeded are
+// exactly the ledger's.
 func (c *crashEnv) checkLedgerImported(t *testing.T, entries []crashEntry, seeded map[string]paysync.PayPartInput, pps []paysync.PayPart) map[string]ledger.Item {
 	t.Helper()
 	l := openLedger(t, c.ledger)
@@ -541,6 +600,7 @@ func (c *crashEnv) checkLedgerImported(t *testing.T, entries []crashEntry, seede
 	ours := map[string]ledger.Item{}
 	byEntry := map[string]int{}
 	items := 0
+	byPart := groupsByLivePart(t, ledgerGroups(t, l))
 	for _, d := range ledgerItems(t, l) {
 		if d.State != paysync.BatchCreated {
 			t.Errorf("batch %d is %s, want created (last error %q):%s", d.ID, d.State, d.LastError, attemptLog(d))
@@ -566,12 +626,15 @@ func (c *crashEnv) checkLedgerImported(t *testing.T, entries []crashEntry, seede
 				t.Errorf("payroll id %s is recorded for two pay parts", it.PayrollID)
 			}
 			ours[it.PayrollID] = it.Item
-			if len(it.Entries) != 1 {
-				t.Errorf("batch %d pay part %d comes from %d entries, want 1 (--no-aggregate)", d.ID, it.ID, len(it.Entries))
+			g, ok := byPart[it.ID]
+			switch {
+			case !ok:
+				t.Errorf("batch %d pay part %d (%s) is created but live in no group (replaced, and not deleted)", d.ID, it.ID, ppKey(it.EmployeeID, it.Code, it.Numbers))
+				continue
+			case g.Key.Own == "" || g.Lines != 1:
+				t.Errorf("batch %d pay part %d is of group %+v with %d lines, want one entry's own group (--no-aggregate)", d.ID, it.ID, g.Key, g.Lines)
 			}
-			for _, e := range it.Entries {
-				byEntry[e.EntryID]++
-			}
+			byEntry[g.Key.Own]++
 		}
 	}
 	if items != len(entries) {
@@ -589,14 +652,27 @@ func (c *crashEnv) checkLedgerImported(t *testing.T, entries []crashEntry, seede
 			}
 		}
 	}
+	if n := len(importsOf(t, l)); n != 1 {
+		t.Errorf("the ledger holds %d imports, want 1", n)
+	}
+	return ours
+}
+
+// importsOf lists the ledger's imports (not its own source 0, "reconcile",
+// of the reconciler's plans no import caused).
+func importsOf(t *testing.T, l *ledger.Ledger) []ledger.Source {
+	t.Helper()
 	ss, err := l.ListSources(context.Background(), time.Time{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ss) != 1 {
-		t.Errorf("the ledger holds %d imports, want 1", len(ss))
+	var out []ledger.Source
+	for _, s := range ss {
+		if s.ID != 0 {
+			out = append(out, s)
+		}
 	}
-	return ours
+	return out
 }
 
 // importRetryable: exit 1 is acceptable only when paysync says that
@@ -657,7 +733,7 @@ func TestCrash_Import(t *testing.T) {
 // reads and deletes, sometimes deletes dropped after commit) and restarts
 // it until it succeeds: payroll must hold exactly the pre-existing pay
 // parts, and the ledger must say which pay parts paysync deleted and which
-// two were gone.
+// two were gone, with no entry counting any more.
 func TestCrash_Revert(t *testing.T) {
 	var stats crashStats
 	stats.start(t)
@@ -716,13 +792,19 @@ func TestCrash_Revert(t *testing.T) {
 		}
 		c.checkPayroll(t, nil, seeded)
 
-		// Ledger: every batch reverted; ours deleted by paysync, except the
-		// two deleted by hand, which are gone.
+		// Ledger: every batch finished (the import's, and the revert's
+		// delete); ours deleted by paysync, except the two deleted by hand,
+		// which are gone; no group holds a live pay part.
 		l := openLedger(t, c.ledger)
+		for _, g := range ledgerGroups(t, l) {
+			if len(g.Live) > 0 || g.Lines > 0 {
+				t.Errorf("group %s after the revert: %d lines count, %d live pay parts; want none", crashGroupKey(g), g.Lines, len(g.Live))
+			}
+		}
 		var deleted, gone []string
 		for _, d := range ledgerItems(t, l) {
-			if d.State != paysync.BatchReverted {
-				t.Errorf("batch %d is %s, want reverted (last error %q):%s", d.ID, d.State, d.LastError, attemptLog(d))
+			if d.State != paysync.BatchCreated && d.State != paysync.BatchReverted {
+				t.Errorf("batch %d is %s, want finished (last error %q):%s", d.ID, d.State, d.LastError, attemptLog(d))
 			}
 			var misGone, misDeleted []string
 			for _, it := range d.Items {

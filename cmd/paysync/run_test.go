@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -185,7 +186,8 @@ func TestRun_NATS(t *testing.T) {
 
 // TestRun_Inbox: a file being written is not picked up; a bad file lands in
 // failed/ with a report; a good one in processed/; the same file again is a
-// no-op.
+// no-op; a file whose entries fall in groups payroll holds replaces their
+// pay parts by the new totals.
 func TestRun_Inbox(t *testing.T) {
 	s := startSandbox(t, sandbox.Options{})
 	dir := t.TempDir()
@@ -230,13 +232,29 @@ func TestRun_Inbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	copyFile("../../deploy/examples/toggl.csv", filepath.Join(in, "toggl.csv"))
-	creates := s.sb.State().Counters.Requests["create_pay_parts"]
+	before := s.sb.State().Counters.Requests
 	r = runInProcess(t, env, "run", "--once")
 	if r.code != 0 || !strings.Contains(r.stdout, "1 duplicate,") {
 		t.Fatalf("second run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if n := len(payrollKeys(s.sb)); n != 11 || s.sb.State().Counters.Requests["create_pay_parts"] != creates+1 {
-		t.Fatalf("payroll holds %d (want 7 + 4 of harvest.csv), %d create calls (want 1 more)", n, s.sb.State().Counters.Requests["create_pay_parts"]-creates)
+	// harvest.csv's hours join toggl.csv's groups (one pay part per
+	// employee × code × rate × month): Mette's, Lars's and Sofie's T1 are
+	// replaced by their new totals (exact hours summed, rounded once),
+	// Anders's overtime is new; the rest keep their pay parts.
+	want := []string{
+		"MV8x|MV8xXzE=|T1|units=19.33", // 7:30 + 4:20 + 7:30
+		"MV8x|MV8xXzE=|T2|units=2.67 rate=310.5",
+		"MV8x|MV8xXzE=|TILLAEG|units=2.67 rate=45 amount=120.15",
+		"MV8x|MV8xXzI=|SYG|units=8",
+		"MV8x|MV8xXzI=|T1|units=16.5", // 7 + 7.5 + 1 + 1
+		"MV8x|MV8xXzM=|T1|units=3.83", // 3:20 + 0:30
+		"MV8x|MV8xXzM=|TILLAEG|units=3.33 rate=45 amount=149.85",
+		"MV8x|MV8xXzQ=|T2|units=2.25 rate=310.5",
+	}
+	after := s.sb.State().Counters.Requests
+	if got := payrollKeys(s.sb); !slices.Equal(got, want) || after["create_pay_parts"] != before["create_pay_parts"]+1 || after["delete_pay_parts"] != before["delete_pay_parts"]+1 {
+		t.Fatalf("payroll holds\n%s\nwant\n%s\n%d create and %d delete calls (want 1 each)", strings.Join(got, "\n"), strings.Join(want, "\n"),
+			after["create_pay_parts"]-before["create_pay_parts"], after["delete_pay_parts"]-before["delete_pay_parts"])
 	}
 }
 

@@ -518,7 +518,8 @@ func TestSecrets_NeverLeak(t *testing.T) {
 	step("revert 1 --dry-run", 0, envB, "revert", "1", "--dry-run")
 	step("revert 1 --yes", 0, envB, "revert", "1", "--yes")
 	step("replay 1 --dry-run --json", 0, envB, "replay", "1", "--dry-run", "--json")
-	step("revert --json (no such flag: usage)", 2, envB, "revert", "1", "--dry-run", "--json")
+	step("revert 1 --dry-run --json", 0, envB, "revert", "1", "--dry-run", "--json")
+	step("revert --bogus (no such flag: usage)", 2, envB, "revert", "1", "--dry-run", "--bogus")
 
 	// run --once over an inbox with a good and a bad file.
 	in := filepath.Join(dir, "inbox")

@@ -344,7 +344,9 @@ func TestRun_StartupWaitInProcess(t *testing.T) {
 }
 
 // The other operator commands wait out a short burst of 429s at start the
-// same way: the dry run, revert and replay.
+// same way: the dry run, revert and replay. A longer burst later, on the
+// read of payroll's pay parts before a revert's delete, may stop the
+// revert; run again, it finishes: nothing is left, nothing deleted twice.
 func TestCommands_StartupSurviveRateLimitBurst(t *testing.T) {
 	s, env, file, _ := importEnv(t, 8)
 	if r := runInProcess(t, env, "import", "--no-aggregate", file); r.code != 0 {
@@ -357,8 +359,7 @@ func TestCommands_StartupSurviveRateLimitBurst(t *testing.T) {
 		want  int // pay parts in payroll after it
 	}{
 		{"dry run", sandbox.Fault{Kind: sandbox.FaultRateLimit, Op: "__schema", Times: 2, RetryAfter: time.Second}, []string{"import", "--dry-run", file}, 8},
-		// More than the client's own retries of a read.
-		{"revert", sandbox.Fault{Kind: sandbox.FaultRateLimit, Op: "pay_parts", Times: 5, RetryAfter: time.Second}, []string{"revert", "--import", "1", "--yes"}, 0},
+		{"revert", sandbox.Fault{Kind: sandbox.FaultRateLimit, Op: "__schema", Times: 2, RetryAfter: time.Second}, []string{"revert", "--import", "1", "--yes"}, 0},
 		// The replay maps with the rules, which sum per employee: 4.
 		{"replay", sandbox.Fault{Kind: sandbox.FaultRateLimit, Op: "__schema", Times: 2, RetryAfter: time.Second}, []string{"replay", "--import", "1", "--yes"}, 4},
 	}
@@ -374,5 +375,26 @@ func TestCommands_StartupSurviveRateLimitBurst(t *testing.T) {
 		if got := s.sb.PayPartCount(); got != st.want {
 			t.Errorf("after %s: payroll holds %d pay parts, want %d", st.name, got, st.want)
 		}
+	}
+
+	// More 429s than the client's own retries of a read, on the reads of
+	// payroll's pay parts a revert's delete makes.
+	deletes := s.sb.State().Counters.Requests["delete_pay_parts"]
+	s.sb.SetFaults(sandbox.Fault{Kind: sandbox.FaultRateLimit, Op: "pay_parts", Times: 5, RetryAfter: time.Second})
+	r := runInProcess(t, env, "revert", "--import", "1", "--yes")
+	s.sb.SetFaults()
+	if r.code != 0 {
+		if !strings.Contains(r.stderr, "rate limited (HTTP 429)") {
+			t.Errorf("revert stopped by 5 × 429: exit %d without saying why:\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+		}
+		if r := runInProcess(t, env, "revert", "--import", "1", "--yes"); r.code != 0 {
+			t.Fatalf("revert run again: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+		}
+	}
+	if got := s.sb.PayPartCount(); got != 0 {
+		t.Errorf("after the revert: payroll holds %d pay parts, want 0", got)
+	}
+	if n := s.sb.State().Counters.Requests["delete_pay_parts"] - deletes; n < 1 {
+		t.Errorf("the revert made %d delete_pay_parts calls", n)
 	}
 }
