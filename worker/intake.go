@@ -46,6 +46,7 @@ const (
 	entryDuplicate                      // known with the same content: nothing to record
 	entryRefused                        // a problem before it could be taken: only the problem is recorded
 	entryCorrection                     // paid before with other content: recorded as a correction (row: the new version)
+	entryAgain                          // known, counting no longer: listed again as it is (row: the version), it counts again
 )
 
 // entryOutcome is the step's decision for one entry.
@@ -107,6 +108,10 @@ func (s *entryStep) take(ctx context.Context, e paysync.Entry, known map[string]
 			return entryOutcome{verdict: entryDuplicate, row: ledger.NewEntry{Entry: e, Hash: k.Hash, Data: data, Status: paysync.EntryMapped, Origin: s.origin}}, nil
 		case same && k.Status != paysync.EntryMapped:
 			return entryOutcome{verdict: entryDuplicate}, nil
+		case same:
+			// It no longer counts (its batch or period reverted): listed
+			// again, it counts again.
+			return entryOutcome{verdict: entryAgain, row: ledger.NewEntry{Entry: e, Hash: h, Data: data, Status: paysync.EntryMapped, Origin: s.origin}}, nil
 		case k.Status == paysync.EntryMapped:
 			// A new version the rules refuse is a problem of this import:
 			// the version that counts stays.
@@ -337,6 +342,12 @@ func (s *sourceIntake) record(out entryOutcome) error {
 		return nil
 	case entryRefused:
 		s.problem(ledger.PhaseEntry, out.problem)
+		return nil
+	case entryAgain:
+		s.rep.Mapped++
+		if s.keep() {
+			s.w.AddCorrection(out.row, out.row.Data)
+		}
 		return nil
 	case entryCorrection:
 		s.rep.Corrections++

@@ -113,26 +113,46 @@ func (o *Operations) Preview(ctx context.Context, op Operation) (Preview, error)
 	return pv, err
 }
 
-// Run runs op: the desired state changed, the reconciler's plan applied
-// and (with D) sent. Run again, it changes nothing more; after a crash it
-// finishes what is left.
-func (o *Operations) Run(ctx context.Context, op Operation) (entries int, batches []int64, err error) {
+// Simulate runs op's change of desired state and returns the plan the
+// reconciler would then apply: what op would send, exactly. Run it on a
+// copy of the ledger (ledger.CopyTo): it changes the ledger it runs on.
+func (o *Operations) Simulate(ctx context.Context, op Operation) (Plan, error) {
+	if err := o.change(ctx, op); err != nil {
+		return Plan{}, err
+	}
+	return o.R.Plan(ctx, PlanFilter{})
+}
+
+// change is op's change of desired state (after what intake recorded is
+// taken in).
+func (o *Operations) change(ctx context.Context, op Operation) error {
 	if err := o.L.CheckOpen(ctx, op.Target); err != nil {
-		return 0, nil, err
+		return err
 	}
 	if _, err := o.R.Absorb(ctx); err != nil {
-		return 0, nil, err
+		return err
 	}
 	if op.Replay {
 		// Mapped again under the current rules first, while the target
 		// still names what it excluded; then they count again.
 		if _, err := o.R.Reline(ctx, op.Target); err != nil {
-			return 0, nil, err
+			return err
 		}
-		if entries, err = o.L.Replay(ctx, op.Target); err != nil {
-			return 0, nil, err
-		}
-	} else if entries, err = o.L.Revert(ctx, op.Target); err != nil {
+		_, err := o.L.Replay(ctx, op.Target)
+		return err
+	}
+	_, err := o.L.Revert(ctx, op.Target)
+	return err
+}
+
+// Run runs op: the desired state changed, the reconciler's plan applied
+// and (with D) sent. Run again, it changes nothing more; after a crash it
+// finishes what is left.
+func (o *Operations) Run(ctx context.Context, op Operation) (entries int, batches []int64, err error) {
+	if entries, err = o.L.TargetEntries(ctx, op.Target, op.Replay); err != nil {
+		return 0, nil, err
+	}
+	if err := o.change(ctx, op); err != nil {
 		return 0, nil, err
 	}
 	if batches, err = o.R.Apply(ctx, op.Target.Import); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/ledger"
 	"github.com/paysync/paysync/mapping"
+	"github.com/paysync/paysync/payroll"
 	"github.com/paysync/paysync/worker"
 )
 
@@ -211,20 +212,17 @@ func planImport(ctx context.Context, s *session, rules *mapping.Rules, company s
 	if err := w.Do(ctx, "the pay codes", func(ctx context.Context) error { _, err := cache.Meta(ctx); return err }); err != nil {
 		return importReport{}, s.startupErr(err)
 	}
-	dir, err := os.MkdirTemp("", "paysync-dry-run-") // 0700
-	if err != nil {
-		return importReport{}, err
-	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "ledger.db")
-	if err := s.led.CopyTo(ctx, path); err != nil {
-		return importReport{}, err
-	}
-	cp, err := ledger.Open(ctx, path, ledger.Options{})
-	if err != nil {
-		return importReport{}, err
-	}
-	defer cp.Close()
+	var rep importReport
+	err = onCopy(ctx, s, func(cp *ledger.Ledger) error {
+		var err error
+		rep, err = planImportOn(ctx, cp, s, rules, schema, cache, company, files, opts, scope, stdin)
+		return err
+	})
+	return rep, err
+}
+
+// planImportOn is planImport on the ledger copy cp.
+func planImportOn(ctx context.Context, cp *ledger.Ledger, s *session, rules *mapping.Rules, schema payroll.Schema, cache *mapping.Cache, company string, files []string, opts mapping.ReadOptions, scope importScope, stdin io.Reader) (importReport, error) {
 	mapper := mapping.NewMapper(rules, cache, schema, company)
 	im := &worker.Importer{L: cp, Mapper: mapper, Rules: rules, Wire: schema, Read: opts, BatchSize: s.cfg.BatchSize, Defer: true}
 	scope.apply(im)

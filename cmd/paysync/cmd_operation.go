@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sort"
 
 	"github.com/paysync/paysync"
@@ -136,23 +138,37 @@ func operate(ctx context.Context, s *session, cfg *config, rules *mapping.Rules,
 	ops := &worker.Operations{L: s.led, R: r, D: d}
 	pv, err := ops.Preview(ctx, op)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%s: %w", op, err)
+	}
+	// What it would send, exactly: the operation run on a copy of the
+	// ledger, then the reconciler's plan of the copy.
+	var plan worker.Plan
+	if err := onCopy(ctx, s, func(cp *ledger.Ledger) error {
+		rc := *r
+		rc.L = cp
+		var err error
+		plan, err = (&worker.Operations{L: cp, R: &rc}).Simulate(ctx, op)
+		return err
+	}); err != nil {
+		return "", fmt.Errorf("%s: %w", op, err)
 	}
 	if asJSON && dryRun {
-		return "", writeJSON(io.out, map[string]any{"operation": op.String(), "entries": pv.Entries, "plan": planJSON(pv.Plan)})
+		return "", writeJSON(io.out, map[string]any{"operation": op.String(), "entries": pv.Entries, "plan": planJSON(plan)})
 	}
 	if !asJSON {
 		fmt.Fprintf(io.out, "%s: %s\n", op, plural(pv.Entries, "entry", "entries"))
-		if len(pv.Plan.Changes) > 0 {
-			fmt.Fprintln(io.out, "\nnot yet sent (planned before this):")
-			writePlan(io.out, pv.Plan)
+		if len(plan.Changes) > 0 {
+			fmt.Fprintln(io.out, "\nwhat payroll would hold, per group (before → after):")
+			writePlan(io.out, plan)
+		} else {
+			fmt.Fprintln(io.out, "nothing to send: payroll would hold what it holds")
 		}
 	}
 	if dryRun {
 		return "", nil
 	}
-	if pv.Entries > 0 {
-		if err := confirm(io, yes, fmt.Sprintf("%s (%s) and send the difference to payroll?", op, plural(pv.Entries, "entry", "entries"))); err != nil {
+	if plan.Sends() {
+		if err := confirm(io, yes, fmt.Sprintf("%s: send this to payroll?", op)); err != nil {
 			return "", err
 		}
 	}
@@ -187,6 +203,27 @@ func operate(ctx context.Context, s *session, cfg *config, rules *mapping.Rules,
 		return detail, fmt.Errorf("%s: %s not finish; they stay pending and are sent by the next run (paysync batches --state failed)", op, plural(unfinished, "batch did", "batches did"))
 	}
 	return detail, nil
+}
+
+// onCopy runs fn on a copy of the session's ledger in a private temporary
+// directory, removed after: a dry run or a preview changes the copy the
+// way the real command would change the ledger.
+func onCopy(ctx context.Context, s *session, fn func(cp *ledger.Ledger) error) error {
+	dir, err := os.MkdirTemp("", "paysync-dry-run-") // 0700
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "ledger.db")
+	if err := s.led.CopyTo(ctx, path); err != nil {
+		return err
+	}
+	cp, err := ledger.Open(ctx, path, ledger.Options{})
+	if err != nil {
+		return err
+	}
+	defer cp.Close()
+	return fn(cp)
 }
 
 // redriveRejected imports the stored input of an import refused as a

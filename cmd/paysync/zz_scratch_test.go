@@ -2,8 +2,8 @@ package main
 
 import (
 	"path/filepath"
-	"testing"
 	"strings"
+	"testing"
 
 	"github.com/paysync/paysync/payroll/sandbox"
 )
