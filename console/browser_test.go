@@ -68,7 +68,7 @@ func text(ctx context.Context, t *testing.T, sel string) string {
 }
 
 // In a real browser: log in, see the batch the import created, open its
-// pay parts, revert it through the preview (the entries it touches, what
+// pay parts (payroll ids and totals), revert it through the preview (the entries it touches, what
 // the reconciler plans) and the confirmation, see its pay parts deleted
 // and payroll (the sandbox) without them; the same form submitted again
 // changes nothing; a page and a form post from another site are refused.
@@ -96,13 +96,16 @@ func TestBrowser_RevertABatch(t *testing.T) {
 	if s := text(ctx, t, "#batches"); !strings.Contains(s, fmt.Sprintf("#%d", e.batch)) || !strings.Contains(s, "created") {
 		t.Fatalf("the batches page does not show batch %d created:\n%s", e.batch, s)
 	}
-	// Its pay parts, with payroll ids and the source lines behind them.
+	// Its pay parts: payroll ids, employees, codes and totals, created.
+	// (The reconciler's pay parts are per group: the page no longer lists
+	// the source lines behind each.)
 	if err := chromedp.Run(ctx, chromedp.Click(fmt.Sprintf(`#batches a[href="/batches/%d"]`, e.batch), chromedp.ByQuery),
 		chromedp.WaitVisible(`#payparts`, chromedp.ByQuery)); err != nil {
 		t.Fatal(err)
 	}
-	if s := text(ctx, t, "#payparts"); !strings.Contains(s, "toggl.csv:") {
-		t.Errorf("pay parts without their source lines:\n%s", s)
+	if s := text(ctx, t, "#payparts"); strings.Count(s, "created") != 7 || !strings.Contains(s, "cHBf") || !strings.Contains(s, "Mette Hansen") ||
+		!strings.Contains(s, "TILLAEG") || !strings.Contains(s, "11.83") {
+		t.Errorf("the batch's pay parts (7 created, with payroll ids, employees, codes and units):\n%s", s)
 	}
 	// Revert: the preview, then the confirmation.
 	if err := chromedp.Run(ctx, chromedp.Click(`#revert`, chromedp.ByQuery), chromedp.WaitVisible(`#confirm-button`, chromedp.ByQuery)); err != nil {

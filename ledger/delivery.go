@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -546,30 +545,6 @@ func (l *Ledger) markRemoved(ctx context.Context, batchID, attemptID int64, dele
 		}
 		return nil
 	})
-}
-
-func (l *Ledger) entries(ctx context.Context, q string, arg int64) ([]paysync.Entry, error) {
-	rows, err := l.rdb.QueryContext(ctx, q, arg)
-	if err != nil {
-		return nil, fmt.Errorf("ledger: entries: %w", err)
-	}
-	defer rows.Close()
-	var out []paysync.Entry
-	for rows.Next() {
-		var data []byte
-		var e paysync.Entry
-		var line int
-		var src string
-		if err := rows.Scan(&data, &line, &src); err != nil {
-			return nil, err
-		}
-		if err := json.Unmarshal(data, &e); err != nil {
-			return nil, fmt.Errorf("ledger: stored entry: %w", err)
-		}
-		e.Source, e.Line = src, line
-		out = append(out, e)
-	}
-	return out, rows.Err()
 }
 
 // Family returns a batch and, recursively, the batches it was split into.
