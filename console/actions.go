@@ -357,12 +357,12 @@ func (s *Server) plan(ctx context.Context, t target) (plan, error) {
 		return p, err
 	}
 	p.Entries, p.Rows = pv.Entries, planRows(pv.Plan)
-	p.Changes = pv.Entries > 0 || pv.Plan.Sends()
+	p.Changes = pv.Plan.Sends()
 	if pv.Plan.Legacy > 0 {
 		p.Notes = append(p.Notes, legacyNote(pv.Plan.Legacy))
 	}
 	if !p.Changes {
-		p.Notes = append(p.Notes, fmt.Sprintf("%s: no entries, and nothing waits to be sent: nothing to change", p.op))
+		p.Notes = append(p.Notes, fmt.Sprintf("%s: nothing to send: payroll would hold what it holds", p.op))
 	}
 	p.finish()
 	return p, nil

@@ -199,7 +199,10 @@ func TestConsole_StalePreviewRefused(t *testing.T) {
 }
 
 // Closing a period goes through a preview and is audited; closed, the
-// period refuses a revert.
+// period refuses a revert of itself (reopen it first), and is frozen: a
+// revert of its batch or its import is recorded and payroll keeps what it
+// holds, the changes listed as late; opened again, the next reconcile (the
+// batch's revert confirmed again) deletes its pay parts, once.
 func TestConsole_ClosePeriod(t *testing.T) {
 	e := setup(t, testPassword)
 	c := e.client(t)
@@ -215,30 +218,41 @@ func TestConsole_ClosePeriod(t *testing.T) {
 	if r := e.get(t, c, "/actions/revert?period=2026-11"); r.code != http.StatusConflict || !strings.Contains(r.body, "reopen it first") {
 		t.Errorf("revert of a closed period: %d\n%s", r.code, r.body)
 	}
-	// A closed period is frozen: reverting its import is refused, and
-	// reverting its batch leaves payroll as it is.
+	// A closed period is frozen: reverting its batch, then its import, is
+	// recorded and leaves payroll as it is.
 	before := e.holds()
-	if r := e.post(t, c, "/actions/revert", formOf(t, e.get(t, c, "/actions/revert?import=1").body), nil); r.code != http.StatusConflict ||
-		!strings.Contains(r.body, "reopen it first") || e.holds() != before {
-		t.Errorf("revert of an import of a closed period: %d, the sandbox holds %d, want %d\n%s", r.code, e.holds(), before, r.body)
-	}
-	if r := e.post(t, c, "/actions/revert", formOf(t, e.get(t, c, fmt.Sprintf("/actions/revert?batch=%d", e.batch)).body), nil); r.code != http.StatusOK || e.holds() != before {
+	if r := e.post(t, c, "/actions/revert", formOf(t, e.get(t, c, fmt.Sprintf("/actions/revert?batch=%d", e.batch)).body), nil); r.code != http.StatusOK ||
+		!strings.Contains(r.body, "0 deleted, 0 created") || e.holds() != before {
 		t.Errorf("revert of a batch of a closed period: %d, the sandbox holds %d, want %d\n%s", r.code, e.holds(), before, r.body)
 	}
-	// Opened again, the period takes the batch's revert: its pay parts
-	// are deleted now.
+	pv := e.get(t, c, "/actions/revert?import=1")
+	if pv.code != http.StatusOK || strings.Count(pv.body, "late</span>: its period is closed") != before {
+		t.Errorf("revert preview of the import of a closed period: %d, want the batch's revert listed as %d late changes\n%s", pv.code, before, pv.body)
+	}
+	if r := e.post(t, c, "/actions/revert", formOf(t, pv.body), nil); r.code != http.StatusOK || !strings.Contains(r.body, "0 deleted, 0 created") || e.holds() != before {
+		t.Errorf("revert of an import of a closed period: %d, the sandbox holds %d, want %d\n%s", r.code, e.holds(), before, r.body)
+	}
+	// Opened again, the period takes what was recorded while it was
+	// closed: its pay parts are deleted by the next reconcile.
 	if r := e.post(t, c, "/actions/open", formOf(t, e.get(t, c, "/actions/open?period=2026-11").body), nil); r.code != http.StatusOK || !strings.Contains(r.body, "opened again") {
 		t.Fatalf("open: %d\n%s", r.code, r.body)
 	}
-	if r := e.post(t, c, "/actions/revert", formOf(t, e.get(t, c, fmt.Sprintf("/actions/revert?batch=%d", e.batch)).body), nil); r.code != http.StatusOK || e.holds() != 0 {
+	if e.holds() != before {
+		t.Errorf("opening the period sent something: the sandbox holds %d, want %d", e.holds(), before)
+	}
+	pv = e.get(t, c, fmt.Sprintf("/actions/revert?batch=%d", e.batch))
+	if strings.Count(pv.body, `<span class="op-delete">delete</span>`) != before {
+		t.Errorf("revert preview of the batch once its period is open: want its %d pay parts' deletes listed as not yet sent\n%s", before, pv.body)
+	}
+	if r := e.post(t, c, "/actions/revert", formOf(t, pv.body), nil); r.code != http.StatusOK || !strings.Contains(r.body, fmt.Sprintf("%d deleted, 0 created", before)) || e.holds() != 0 {
 		t.Errorf("revert of the batch once its period is open: %d, the sandbox holds %d, want 0\n%s", r.code, e.holds(), r.body)
 	}
 	var actions []string
 	log, _ := e.led.AuditLog(ctxOf(t), 0)
 	for _, a := range log {
-		actions = append(actions, a.Action+" "+string(a.Result))
+		actions = append(actions, a.Action+" "+a.Scope+" "+string(a.Result))
 	}
-	if got, want := strings.Join(actions, ", "), "revert done, open done, revert done, revert failed, close done"; got != want {
+	if got, want := strings.Join(actions, ", "), fmt.Sprintf("revert batch %d done, open period 2026-11 done, revert import 1 done, revert batch %d done, close period 2026-11 done", e.batch, e.batch); got != want {
 		t.Errorf("audit log: %s, want %s", got, want)
 	}
 }

@@ -3,6 +3,8 @@ package worker
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/ledger"
@@ -86,22 +88,21 @@ func TargetOf(ctx context.Context, l OperationsLedger, batchID, importID int64, 
 	return ledger.Target{}, fmt.Errorf("name one batch, one import or one period")
 }
 
-// Preview is what an operation touches and what the reconciler plans now
-// for the groups it is in, before it is confirmed.
+// Preview is what an operation touches and what it would send, exactly.
 type Preview struct {
 	Op      Operation
 	Entries int  // entries it changes
-	Plan    Plan // what the reconciler would send now (before the operation)
+	Plan    Plan // what the reconciler would send after it (simulated on a copy of the ledger)
 }
 
-// Preview shows op before it is run; it changes nothing.
+// Preview shows op before it is run: op simulated on a copy of the ledger
+// (OnCopy), the copy's plan. The ledger changes only in what intake
+// recorded being taken in (Absorb: nothing is sent).
 func (o *Operations) Preview(ctx context.Context, op Operation) (Preview, error) {
 	pv := Preview{Op: op}
 	if err := o.L.CheckOpen(ctx, op.Target); err != nil {
 		return pv, err
 	}
-	// What intake recorded is taken in first (nothing is sent), so that
-	// the operation sees every entry.
 	if _, err := o.R.Absorb(ctx); err != nil {
 		return pv, err
 	}
@@ -109,8 +110,39 @@ func (o *Operations) Preview(ctx context.Context, op Operation) (Preview, error)
 	if pv.Entries, err = o.L.TargetEntries(ctx, op.Target, op.Replay); err != nil {
 		return pv, err
 	}
-	pv.Plan, err = o.R.Plan(ctx, PlanFilter{Company: op.Target.Company, Period: op.Target.Period})
+	l, ok := o.L.(*ledger.Ledger)
+	if !ok {
+		return pv, fmt.Errorf("preview: the ledger cannot be copied")
+	}
+	err = OnCopy(ctx, l, func(cp *ledger.Ledger) error {
+		rc := *o.R
+		rc.L = cp
+		var err error
+		pv.Plan, err = (&Operations{L: cp, R: &rc}).Simulate(ctx, op)
+		return err
+	})
 	return pv, err
+}
+
+// OnCopy runs fn on a copy of l in a private temporary directory, removed
+// after: a dry run or a preview changes the copy the way the real command
+// would change the ledger, and its plan is what it would send.
+func OnCopy(ctx context.Context, l *ledger.Ledger, fn func(cp *ledger.Ledger) error) error {
+	dir, err := os.MkdirTemp("", "paysync-dry-run-") // 0700
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "ledger.db")
+	if err := l.CopyTo(ctx, path); err != nil {
+		return err
+	}
+	cp, err := ledger.Open(ctx, path, ledger.Options{})
+	if err != nil {
+		return err
+	}
+	defer cp.Close()
+	return fn(cp)
 }
 
 // Simulate runs op's change of desired state and returns the plan the

@@ -213,7 +213,7 @@ func planImport(ctx context.Context, s *session, rules *mapping.Rules, company s
 		return importReport{}, s.startupErr(err)
 	}
 	var rep importReport
-	err = onCopy(ctx, s, func(cp *ledger.Ledger) error {
+	err = worker.OnCopy(ctx, s.led, func(cp *ledger.Ledger) error {
 		var err error
 		rep, err = planImportOn(ctx, cp, s, rules, schema, cache, company, files, opts, scope, stdin)
 		return err

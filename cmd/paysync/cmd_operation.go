@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"sort"
 
 	"github.com/paysync/paysync"
@@ -140,18 +138,7 @@ func operate(ctx context.Context, s *session, cfg *config, rules *mapping.Rules,
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", op, err)
 	}
-	// What it would send, exactly: the operation run on a copy of the
-	// ledger, then the reconciler's plan of the copy.
-	var plan worker.Plan
-	if err := onCopy(ctx, s, func(cp *ledger.Ledger) error {
-		rc := *r
-		rc.L = cp
-		var err error
-		plan, err = (&worker.Operations{L: cp, R: &rc}).Simulate(ctx, op)
-		return err
-	}); err != nil {
-		return "", fmt.Errorf("%s: %w", op, err)
-	}
+	plan := pv.Plan
 	if asJSON && dryRun {
 		return "", writeJSON(io.out, map[string]any{"operation": op.String(), "entries": pv.Entries, "plan": planJSON(plan)})
 	}
@@ -203,27 +190,6 @@ func operate(ctx context.Context, s *session, cfg *config, rules *mapping.Rules,
 		return detail, fmt.Errorf("%s: %s not finish; they stay pending and are sent by the next run (paysync batches --state failed)", op, plural(unfinished, "batch did", "batches did"))
 	}
 	return detail, nil
-}
-
-// onCopy runs fn on a copy of the session's ledger in a private temporary
-// directory, removed after: a dry run or a preview changes the copy the
-// way the real command would change the ledger.
-func onCopy(ctx context.Context, s *session, fn func(cp *ledger.Ledger) error) error {
-	dir, err := os.MkdirTemp("", "paysync-dry-run-") // 0700
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "ledger.db")
-	if err := s.led.CopyTo(ctx, path); err != nil {
-		return err
-	}
-	cp, err := ledger.Open(ctx, path, ledger.Options{})
-	if err != nil {
-		return err
-	}
-	defer cp.Close()
-	return fn(cp)
 }
 
 // redriveRejected imports the stored input of an import refused as a
