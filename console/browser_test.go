@@ -114,8 +114,8 @@ func TestBrowser_RevertABatch(t *testing.T) {
 	if s := text(ctx, t, "#entries"); !strings.Contains(s, "touches 6 entries") {
 		t.Errorf("the preview does not say which entries it touches:\n%s", s)
 	}
-	if s := text(ctx, t, "#plan"); !strings.Contains(s, "nothing to send") {
-		t.Errorf("the preview's plan: %s", s)
+	if s := text(ctx, t, "#plan"); strings.Count(s, "delete") != 7 {
+		t.Errorf("the preview's plan (what it would send: the batch's 7 pay parts deleted): %s", s)
 	}
 	if e.holds() == 0 {
 		t.Fatal("the preview changed payroll")

@@ -130,8 +130,9 @@ func TestConsole_ForgedPostRefused(t *testing.T) {
 	}
 }
 
-// Reverting a batch through the preview and the confirmation deletes its
-// pay parts from payroll, once: the same form submitted again changes
+// Reverting a batch through the preview (what it would send: its pay
+// parts' deletes) and the confirmation deletes its pay parts from
+// payroll, once: the same form submitted again changes
 // nothing and says so; both are in the audit log. Reverted, a new revert
 // of it changes nothing either: nothing comes back, nothing is deleted
 // twice.
@@ -142,8 +143,8 @@ func TestConsole_RevertOnce(t *testing.T) {
 	before := e.holds()
 	preview := e.get(t, c, fmt.Sprintf("/actions/revert?batch=%d", e.batch))
 	if preview.code != http.StatusOK || !strings.Contains(preview.body, `id="entries"`) || !strings.Contains(preview.body, "touches <strong>6</strong> entries") ||
-		!strings.Contains(preview.body, `id="plan"`) {
-		t.Fatalf("preview: %d\n%s", preview.code, preview.body)
+		strings.Count(tableOf(t, preview.body, `id="plan"`), `<span class="op-delete">delete</span>`) != before {
+		t.Fatalf("preview: %d, want the 6 entries and the %d deletes it would send\n%s", preview.code, before, preview.body)
 	}
 	if e.holds() != before {
 		t.Fatal("the preview changed payroll")
@@ -170,10 +171,10 @@ func TestConsole_RevertOnce(t *testing.T) {
 	if err != nil || len(log) != 1 || log[0].Result != ledger.AuditDone || log[0].Actor != "console" || log[0].Scope != fmt.Sprintf("batch %d", e.batch) {
 		t.Errorf("audit log: %+v, %v", log, err)
 	}
-	// Reverting it again (a fresh preview and confirmation) changes
-	// nothing in payroll: nothing is sent.
-	again := e.post(t, c, "/actions/revert", formOf(t, e.get(t, c, fmt.Sprintf("/actions/revert?batch=%d", e.batch)).body), nil)
-	if again.code != http.StatusOK || !strings.Contains(again.body, "0 deleted, 0 created") || e.holds() != 0 {
+	// Reverting it again changes nothing in payroll: its fresh preview
+	// says there is nothing to send, and offers no confirmation.
+	again := e.get(t, c, fmt.Sprintf("/actions/revert?batch=%d", e.batch))
+	if again.code != http.StatusOK || !strings.Contains(again.body, "nothing to send") || strings.Contains(again.body, `id="confirm"`) || e.holds() != 0 {
 		t.Errorf("revert again: %d, the sandbox holds %d\n%s", again.code, e.holds(), again.body)
 	}
 	if b2, _ := e.led.Batch(ctxOf(t), e.batch); b2.Deleted != before {
@@ -199,10 +200,10 @@ func TestConsole_StalePreviewRefused(t *testing.T) {
 }
 
 // Closing a period goes through a preview and is audited; closed, the
-// period refuses a revert of itself (reopen it first), and is frozen: a
-// revert of its batch or its import is recorded and payroll keeps what it
-// holds, the changes listed as late; opened again, the next reconcile (the
-// batch's revert confirmed again) deletes its pay parts, once.
+// period refuses a revert of itself (reopen it first), and is frozen: the
+// preview of a revert of its batch or its import lists its groups as late
+// and sends nothing (no confirmation), and payroll keeps what it holds;
+// opened again, the batch's revert deletes its pay parts, once.
 func TestConsole_ClosePeriod(t *testing.T) {
 	e := setup(t, testPassword)
 	c := e.client(t)
@@ -218,31 +219,26 @@ func TestConsole_ClosePeriod(t *testing.T) {
 	if r := e.get(t, c, "/actions/revert?period=2026-11"); r.code != http.StatusConflict || !strings.Contains(r.body, "reopen it first") {
 		t.Errorf("revert of a closed period: %d\n%s", r.code, r.body)
 	}
-	// A closed period is frozen: reverting its batch, then its import, is
-	// recorded and leaves payroll as it is.
+	// A closed period is frozen: a revert of its batch or its import would
+	// send nothing there.
 	before := e.holds()
-	if r := e.post(t, c, "/actions/revert", formOf(t, e.get(t, c, fmt.Sprintf("/actions/revert?batch=%d", e.batch)).body), nil); r.code != http.StatusOK ||
-		!strings.Contains(r.body, "0 deleted, 0 created") || e.holds() != before {
-		t.Errorf("revert of a batch of a closed period: %d, the sandbox holds %d, want %d\n%s", r.code, e.holds(), before, r.body)
+	for _, q := range []string{fmt.Sprintf("batch=%d", e.batch), "import=1"} {
+		pv := e.get(t, c, "/actions/revert?"+q)
+		if pv.code != http.StatusOK || strings.Count(pv.body, "late</span>: its period is closed") != before || !strings.Contains(pv.body, "nothing to send") ||
+			strings.Contains(pv.body, `id="confirm"`) || e.holds() != before {
+			t.Errorf("revert preview (%s) in a closed period: %d, the sandbox holds %d, want %d and its %d groups late\n%s", q, pv.code, e.holds(), before, before, pv.body)
+		}
 	}
-	pv := e.get(t, c, "/actions/revert?import=1")
-	if pv.code != http.StatusOK || strings.Count(pv.body, "late</span>: its period is closed") != before {
-		t.Errorf("revert preview of the import of a closed period: %d, want the batch's revert listed as %d late changes\n%s", pv.code, before, pv.body)
-	}
-	if r := e.post(t, c, "/actions/revert", formOf(t, pv.body), nil); r.code != http.StatusOK || !strings.Contains(r.body, "0 deleted, 0 created") || e.holds() != before {
-		t.Errorf("revert of an import of a closed period: %d, the sandbox holds %d, want %d\n%s", r.code, e.holds(), before, r.body)
-	}
-	// Opened again, the period takes what was recorded while it was
-	// closed: its pay parts are deleted by the next reconcile.
+	// Opened again, the batch's revert deletes its pay parts.
 	if r := e.post(t, c, "/actions/open", formOf(t, e.get(t, c, "/actions/open?period=2026-11").body), nil); r.code != http.StatusOK || !strings.Contains(r.body, "opened again") {
 		t.Fatalf("open: %d\n%s", r.code, r.body)
 	}
 	if e.holds() != before {
 		t.Errorf("opening the period sent something: the sandbox holds %d, want %d", e.holds(), before)
 	}
-	pv = e.get(t, c, fmt.Sprintf("/actions/revert?batch=%d", e.batch))
+	pv := e.get(t, c, fmt.Sprintf("/actions/revert?batch=%d", e.batch))
 	if strings.Count(pv.body, `<span class="op-delete">delete</span>`) != before {
-		t.Errorf("revert preview of the batch once its period is open: want its %d pay parts' deletes listed as not yet sent\n%s", before, pv.body)
+		t.Errorf("revert preview of the batch once its period is open: want its %d pay parts' deletes\n%s", before, pv.body)
 	}
 	if r := e.post(t, c, "/actions/revert", formOf(t, pv.body), nil); r.code != http.StatusOK || !strings.Contains(r.body, fmt.Sprintf("%d deleted, 0 created", before)) || e.holds() != 0 {
 		t.Errorf("revert of the batch once its period is open: %d, the sandbox holds %d, want 0\n%s", r.code, e.holds(), r.body)
@@ -252,7 +248,7 @@ func TestConsole_ClosePeriod(t *testing.T) {
 	for _, a := range log {
 		actions = append(actions, a.Action+" "+a.Scope+" "+string(a.Result))
 	}
-	if got, want := strings.Join(actions, ", "), fmt.Sprintf("revert batch %d done, open period 2026-11 done, revert import 1 done, revert batch %d done, close period 2026-11 done", e.batch, e.batch); got != want {
+	if got, want := strings.Join(actions, ", "), fmt.Sprintf("revert batch %d done, open period 2026-11 done, close period 2026-11 done", e.batch); got != want {
 		t.Errorf("audit log: %s, want %s", got, want)
 	}
 }
@@ -323,8 +319,10 @@ func TestConsole_RevertImportAndPeriod(t *testing.T) {
 			if r := e.post(t, c, "/actions/replay", formOf(t, p.body), nil); r.code != http.StatusOK || e.holds() != before {
 				t.Errorf("replay: %d, the sandbox holds %d, want %d\n%s", r.code, e.holds(), before, r.body)
 			}
-			// Replayed again: nothing is paid twice.
-			if r := e.post(t, c, "/actions/replay", formOf(t, e.get(t, c, "/actions/replay?period=2026-11").body), nil); r.code != http.StatusOK || e.holds() != before {
+			// Replayed again: nothing is paid twice (nothing to send, no
+			// confirmation).
+			if r := e.get(t, c, "/actions/replay?period=2026-11"); r.code != http.StatusOK || !strings.Contains(r.body, "nothing to send") ||
+				strings.Contains(r.body, `id="confirm"`) || e.holds() != before {
 				t.Errorf("replay again: %d, the sandbox holds %d, want %d\n%s", r.code, e.holds(), before, r.body)
 			}
 		})

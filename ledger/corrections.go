@@ -40,7 +40,7 @@ const HeldNote = "held"
 // one at a time.)
 func (l *Ledger) SupersededBy(ctx context.Context, unit int64, company string) (map[int64][]Item, []int64, error) {
 	rows, err := l.rdb.QueryContext(ctx, `SELECT id, batch_id, company_id, coalesce(payroll_id, ''), coalesce(delete_attempt, 0)
-		FROM pay_parts WHERE superseded_by = ? AND company_id = ? AND state = 'created' ORDER BY batch_id, id`, unit, company)
+		FROM pay_parts WHERE superseded_by = ? AND +company_id = ? AND state = 'created' ORDER BY batch_id, id`, unit, company)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ledger: superseded pay parts: %w", err)
 	}

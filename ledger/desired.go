@@ -61,6 +61,7 @@ type Absorbed struct {
 	Unabsorbed
 	Status paysync.EntryStatus
 	Note   string
+	Date   string // the version's date (a tombstone: none)
 	Lines  []NewLine
 	Reject *NewReject // why the rules refuse it
 }
@@ -229,8 +230,8 @@ func (d *desired) touch(entry int64) { d.entries[entry] = true }
 // addVersion stores a's content as a new version of its entry.
 func (d *desired) addVersion(a Absorbed) (int64, error) {
 	res, err := d.st.exec(`INSERT INTO versions (entry, source_id, line, content_hash, data, status, note, entry_date)
-		VALUES (?, ?, ?, ?, ?, ?, ?, coalesce(json_extract(CAST(? AS TEXT), '$.date'), ''))`,
-		a.Entry, a.SourceID, a.Line, a.Hash, a.Data, a.Status, a.Note, a.Data)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		a.Entry, a.SourceID, a.Line, a.Hash, a.Data, a.Status, a.Note, a.Date)
 	if err != nil {
 		return 0, err
 	}
@@ -468,8 +469,9 @@ func (d *desired) flush() error {
 			}
 			return v.Add(dv).String()
 		}
-		if _, err := d.st.exec(`UPDATE groups SET seconds = ?, units = ?, amount = ?, lines = ?, version = version + 1, dirty = 1 WHERE id = ?`,
-			sum(seconds, dl.seconds, false), sum(units, dl.units, false), sum(amount, dl.amount, false), max(n, 0), g); err != nil {
+		if _, err := d.st.exec(`UPDATE groups SET seconds = ?, units = ?, amount = ?, lines = ?, version = version + 1,
+				dirty_at = CASE WHEN dirty = 1 THEN dirty_at ELSE ? END, dirty = 1 WHERE id = ?`,
+			sum(seconds, dl.seconds, false), sum(units, dl.units, false), sum(amount, dl.amount, false), max(n, 0), d.now, g); err != nil {
 			return err
 		}
 	}

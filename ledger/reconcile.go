@@ -27,7 +27,8 @@ type Group struct {
 	Amount       decimal.NullDecimal
 	Lines        int
 	Version      int64
-	Frozen       bool // in a closed period
+	DirtyAt      time.Time // since when it waits to be planned (zero: not known)
+	Frozen       bool      // in a closed period
 	Live         []LiveGroupPart
 }
 
@@ -87,7 +88,7 @@ func (l *Ledger) Groups(ctx context.Context, f GroupFilter) ([]Group, error) {
 	}
 	args = append(args, f.Limit)
 	rows, err := l.rdb.QueryContext(ctx, `SELECT g.id, g.company_id, g.employee_id, g.code, g.rate, g.period, g.own, g.employee_name, g.description, g.rule,
-			g.from_hours, g.seconds, g.units, g.amount, g.lines, g.version, `+frozenGroup+`
+			g.from_hours, g.seconds, g.units, g.amount, g.lines, g.version, g.dirty_at, `+frozenGroup+`
 		FROM groups g WHERE `+strings.Join(where, " AND ")+` ORDER BY g.id LIMIT ?`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: groups: %w", err)
@@ -97,13 +98,15 @@ func (l *Ledger) Groups(ctx context.Context, f GroupFilter) ([]Group, error) {
 		var g Group
 		var period string
 		var seconds, units, amount sql.NullString
+		var dirtyAt string
 		if err := rows.Scan(&g.ID, &g.Key.Company, &g.Key.Employee, &g.Key.Code, &g.Key.Rate, &period, &g.Key.Own, &g.EmployeeName, &g.Description, &g.Rule,
-			&g.FromHours, &seconds, &units, &amount, &g.Lines, &g.Version, &g.Frozen); err != nil {
+			&g.FromHours, &seconds, &units, &amount, &g.Lines, &g.Version, &dirtyAt, &g.Frozen); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("ledger: groups: %w", err)
 		}
 		g.Key.Period, _ = paysync.ParsePeriod(period)
 		g.Seconds, g.Units, g.Amount = textDec(seconds), textDec(units), textDec(amount)
+		g.DirtyAt = parseTS(dirtyAt)
 		out = append(out, g)
 	}
 	if err := rows.Close(); err != nil {

@@ -154,7 +154,7 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 		startDone: make(chan struct{}),
 	}
 	d.pipe = &Pipeline{L: cfg.Ledger, D: cfg.Deliverer, Linger: cfg.Linger, InFlight: cfg.InFlight, Log: cfg.Logger, Now: cfg.Now}
-	d.rec = &Reconciler{L: cfg.Ledger, Rules: cfg.Rules, BatchSize: cfg.BatchSize, Log: cfg.Logger}
+	d.rec = &Reconciler{L: cfg.Ledger, Rules: cfg.Rules, BatchSize: cfg.BatchSize, Linger: cfg.Linger, Now: cfg.Now, Log: cfg.Logger}
 	d.pipe.Correct = func(ctx context.Context) (int, error) {
 		if d.rec.Mapper == nil { // not before the start-up reads
 			return 0, nil
@@ -189,12 +189,17 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 			if d.rec.Mapper == nil {
 				return errors.New("not started: waiting for payroll")
 			}
-			bs, err := d.rec.Apply(ctx, 0)
+			rc := *d.rec
+			rc.Linger = 0 // everything, now: the next chance is the next cutoff
+			bs, err := rc.Apply(ctx, 0)
 			d.log.Info("cutoff", "batches", len(bs))
 			return err
 		}
 	}
-	wake, merge := d.pipe.Wake, cfg.Cutoff == nil && (cfg.Rules == nil || cfg.Rules.Aggregate)
+	// Streamed entries are reconciled soon after they arrive, debounced by
+	// the linger (one pay part per group, or per entry line without
+	// aggregation: either way batches fill up to their size meanwhile).
+	held, merge := func(int) { d.pipe.Wake() }, cfg.Cutoff == nil
 	if merge && cfg.NATS != nil {
 		// PAYSYNC_SEND=immediate with aggregation: streamed entries are
 		// held at intake and merged into their aggregates soon after
@@ -207,12 +212,13 @@ func NewDaemon(cfg DaemonConfig) (*Daemon, error) {
 			_, err := d.rec.Apply(ctx, 0)
 			return false, err
 		}
-		d.pipe.Held() // an earlier run may have left entries held
-		wake = func() { d.pipe.Held(); d.pipe.Wake() }
+		d.pipe.HeldFull = cfg.BatchSize
+		d.pipe.Held(0) // an earlier run may have left entries held
+		held = func(n int) { d.pipe.Held(n); d.pipe.Wake() }
 	}
 	if cfg.NATS != nil {
 		d.mi = &MessageImporter{L: cfg.Ledger, Rules: cfg.Rules, BatchSize: cfg.BatchSize, Read: cfg.Read}
-		src, err := cfg.NATS(&MessageSink{mi: d.mi, wake: wake, observe: cfg.Observe})
+		src, err := cfg.NATS(&MessageSink{mi: d.mi, wake: held, observe: cfg.Observe})
 		if err != nil {
 			return nil, err
 		}

@@ -65,7 +65,10 @@ type Pipeline struct {
 	// says held entries are left (a chunk, or a unit busy). Debounced:
 	// see merge. Held tells the pipeline that intake held entries.
 	Merge func(ctx context.Context) (more bool, err error)
-	mg    mergeState
+	// HeldFull is how many held entries make a merge due at once, without
+	// waiting the linger (a batch's size: 0, always the linger).
+	HeldFull int
+	mg       mergeState
 
 	revoked atomic.Bool
 	wake    chan struct{}
@@ -300,6 +303,7 @@ func (p *Pipeline) cutoff(ctx context.Context) {
 // mergeState is the merge's debounce (Pipeline.merge).
 type mergeState struct {
 	heldSince time.Time     // the first entry held since the last merge (zero: none); under Pipeline.mu
+	held      int           // entries held since the last merge; under Pipeline.mu
 	end       time.Time     // when the last merge ended
 	took      time.Duration // how long it took
 	retryAt   time.Time     // a failed merge's backoff
@@ -308,14 +312,15 @@ type mergeState struct {
 	errText   string // the last failure, logged once
 }
 
-// Held tells the pipeline that intake held entries for a merge (and the
-// daemon, at start, that an earlier run may have left some).
-func (p *Pipeline) Held() {
+// Held tells the pipeline that intake held n entries for a merge (and the
+// daemon, at start, that an earlier run may have left some: n 0).
+func (p *Pipeline) Held(n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mg.heldSince.IsZero() {
 		p.mg.heldSince = time.Now()
 	}
+	p.mg.held += n
 }
 
 // mergeAt is when the next merge is due (zero: nothing held).
@@ -324,12 +329,14 @@ func (p *Pipeline) mergeAt() time.Time {
 		return time.Time{}
 	}
 	p.mu.Lock()
-	since := p.mg.heldSince
+	since, held := p.mg.heldSince, p.mg.held
 	p.mu.Unlock()
 	if since.IsZero() {
 		return time.Time{}
 	}
-	return mergeDue(since, p.Linger, p.mg.end, p.mg.took, p.mg.retryAt, p.mg.backlog)
+	// Enough held to fill a batch: no reason to wait the linger.
+	full := p.HeldFull > 0 && held >= p.HeldFull
+	return mergeDue(since, p.Linger, p.mg.end, p.mg.took, p.mg.retryAt, p.mg.backlog || full)
 }
 
 // mergeDue is when a merge may run: not sooner than linger after the first
@@ -367,7 +374,7 @@ func (p *Pipeline) merge(ctx context.Context) {
 		return
 	}
 	p.mu.Lock()
-	p.mg.heldSince = time.Time{} // entries held from now on are the next merge's
+	p.mg.heldSince, p.mg.held = time.Time{}, 0 // entries held from now on are the next merge's
 	p.mu.Unlock()
 	start := time.Now()
 	more, err := p.Merge(ctx)
@@ -384,7 +391,7 @@ func (p *Pipeline) merge(ctx context.Context) {
 			p.Log.Warn("merging held entries failed; retrying", "err", err, "retry_in", wait.String())
 			p.mg.errText = err.Error()
 		}
-		p.Held()
+		p.Held(0)
 		return
 	case p.mg.failures > 0:
 		p.Log.Info("merging held entries works again", "failures", p.mg.failures)
@@ -392,7 +399,7 @@ func (p *Pipeline) merge(ctx context.Context) {
 	}
 	p.mg.backlog = more
 	if more {
-		p.Held()
+		p.Held(0)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"time"
 
 	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/ledger"
@@ -28,7 +29,12 @@ type Reconciler struct {
 	Rules     *mapping.Rules
 	Wire      mapping.WireChecker
 	BatchSize int
-	Log       *slog.Logger
+	// Linger, in the daemon, lets a plan's part-full batch of a company wait
+	// for more, up to Linger after its oldest group changed (a command
+	// records everything at once: 0).
+	Linger time.Duration
+	Now    func() time.Time // default time.Now
+	Log    *slog.Logger
 }
 
 // ReconcileLedger is what the reconciler needs of the ledger.
@@ -122,6 +128,7 @@ func (r *Reconciler) mapOne(ctx context.Context, u ledger.Unabsorbed) (ledger.Ab
 		return a, nil
 	}
 	e.Source, e.Line = u.Source, u.Line
+	a.Date = e.Date
 	if e.Deleted {
 		a.Status, a.Note = paysync.EntrySkipped, "deleted"
 		return a, nil
@@ -399,22 +406,71 @@ func (r *Reconciler) Reconcile(ctx context.Context, source int64) ([]int64, erro
 		return nil, fmt.Errorf("reconcile: %d entries from before this version of paysync are not mapped yet (paysync run or import maps them with the rules)", n)
 	}
 	var batches []int64
+	size := r.BatchSize
+	if size <= 0 {
+		size = 100
+	}
 	for try := 0; try < maxStale; try++ {
 		stale := 0
 		// A page of dirty groups at a time, in order of id: the plan's
-		// memory does not grow with the backlog. Groups that need nothing
+		// memory does not grow with the backlog. A company's changes are
+		// recorded a whole number of batches at a time (the rest waits for
+		// the next page), so batches go out full. Groups that need nothing
 		// only lose their mark; those that changed meanwhile stay dirty
 		// (stale) and are planned again.
+		pending := map[string][]ledger.GroupChange{}
+		now := time.Now
+		if r.Now != nil {
+			now = r.Now
+		}
+		oldest := map[string]time.Time{} // per company, the oldest change waiting
+		record := func(co string, all bool) error {
+			cs := pending[co]
+			if all && r.Linger > 0 && now().Sub(oldest[co]) < r.Linger {
+				all = false // the rest waits for more, up to the linger
+			}
+			if !all {
+				// Up to the last change that completes a batch.
+				cut, n := 0, 0
+				for i, c := range cs {
+					if n += len(c.Create); n%size == 0 {
+						cut = i + 1
+					}
+				}
+				cs = cs[:cut]
+			}
+			if len(cs) == 0 {
+				return nil
+			}
+			pending[co] = pending[co][len(cs):]
+			if len(pending[co]) == 0 {
+				delete(oldest, co)
+			}
+			bs, n, err := r.L.ApplyPlan(ctx, co, source, cs, size)
+			batches, stale = append(batches, bs...), stale+n
+			return err
+		}
 		for after := int64(0); ; {
 			gs, err := r.L.Groups(ctx, ledger.GroupFilter{Dirty: true, Frozen: true, After: after, Limit: planPage})
 			if err != nil {
 				return batches, err
 			}
-			bs, n, err := r.applyPage(ctx, source, gs)
-			if err != nil {
-				return batches, err
+			for _, g := range gs {
+				c := r.decide(ctx, g)
+				switch c.Kind {
+				case ChangeLate, ChangeWaiting, ChangeProblem:
+					continue
+				}
+				pending[g.Key.Company] = append(pending[g.Key.Company], c.change)
+				if o, ok := oldest[g.Key.Company]; !ok || g.DirtyAt.Before(o) {
+					oldest[g.Key.Company] = g.DirtyAt
+				}
 			}
-			batches, stale = append(batches, bs...), stale+n
+			for _, co := range sortedKeys(pending) {
+				if err := record(co, len(gs) < planPage); err != nil {
+					return batches, err
+				}
+			}
 			if len(gs) < planPage {
 				break
 			}
@@ -427,31 +483,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, source int64) ([]int64, erro
 	return batches, nil
 }
 
-// applyPage decides a page of groups and records the changes, company by
-// company; it returns the new batches and how many groups were stale.
-func (r *Reconciler) applyPage(ctx context.Context, source int64, gs []ledger.Group) (batches []int64, stale int, err error) {
-	byCompany := map[string][]ledger.GroupChange{}
-	for _, g := range gs {
-		c := r.decide(ctx, g)
-		switch c.Kind {
-		case ChangeLate, ChangeWaiting, ChangeProblem:
-			continue
-		}
-		byCompany[g.Key.Company] = append(byCompany[g.Key.Company], c.change)
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
 	}
-	companies := make([]string, 0, len(byCompany))
-	for co := range byCompany {
-		companies = append(companies, co)
-	}
-	sort.Strings(companies)
-	for _, co := range companies {
-		bs, n, err := r.L.ApplyPlan(ctx, co, source, byCompany[co], r.BatchSize)
-		if err != nil {
-			return batches, stale, err
-		}
-		batches, stale = append(batches, bs...), stale+n
-	}
-	return batches, stale, nil
+	sort.Strings(out)
+	return out
 }
 
 // cannotDelete reports whether the payroll server offers no delete

@@ -47,7 +47,7 @@ func (s *FileSink) done(kind paysync.SourceKind, rep Report, err error) {
 // ledger transaction, then the pipeline is woken.
 type MessageSink struct {
 	mi      *MessageImporter
-	wake    func()
+	wake    func(held int) // held: the entries the group held for the reconciler
 	observe func(kind paysync.SourceKind, rep Report)
 }
 
@@ -86,6 +86,7 @@ func (s *MessageSink) PrepareBatch(ctx context.Context, ms []stream.Message) fun
 			}
 			return out
 		}
+		held := 0
 		for i, rep := range reps {
 			if errs[i] != nil {
 				out[i].Err = errs[i]
@@ -93,8 +94,9 @@ func (s *MessageSink) PrepareBatch(ctx context.Context, ms []stream.Message) fun
 			}
 			s.observe(paysync.SourceNATS, rep)
 			out[i].Outcome, out[i].Err = MessageOutcome(rep)
+			held += rep.Mapped + rep.Corrections + rep.Duplicates
 		}
-		s.wake()
+		s.wake(held)
 		return out
 	}
 }

@@ -39,9 +39,10 @@ CREATE TABLE groups (
   lines         INTEGER NOT NULL DEFAULT 0,
   version       INTEGER NOT NULL DEFAULT 0,
   dirty         INTEGER NOT NULL DEFAULT 0,
+  dirty_at      TEXT    NOT NULL DEFAULT '', -- since when (a plan's part-full batch waits for more until the linger)
   UNIQUE (company_id, employee_id, code, rate, period, own)
 );
-CREATE INDEX groups_dirty ON groups (company_id) WHERE dirty = 1;
+CREATE INDEX groups_dirty ON groups (id) WHERE dirty = 1;
 CREATE INDEX groups_period ON groups (first_day, last_day);
 
 CREATE TABLE lines (
