@@ -357,7 +357,12 @@ func (s *Server) plan(ctx context.Context, t target) (plan, error) {
 		return p, err
 	}
 	p.Entries, p.Rows = pv.Entries, planRows(pv.Plan)
-	p.Changes = pv.Plan.Sends()
+	// Something to send, or entries to change (a closed period's: recorded,
+	// sent once it is opened).
+	p.Changes = pv.Plan.Sends() || pv.Entries > 0
+	if pv.Plan.Refused != nil {
+		p.Notes = append(p.Notes, pv.Plan.Refused.Error())
+	}
 	if pv.Plan.Legacy > 0 {
 		p.Notes = append(p.Notes, legacyNote(pv.Plan.Legacy))
 	}

@@ -185,6 +185,10 @@ type GroupChange struct {
 	Version int64   // the group's version it was planned on
 	Replace []int64 // the live pay parts it was planned on, all replaced
 	Create  []paysync.PlannedPayPart
+	// Beside: the creates go beside the live pay parts, which stay (a
+	// payroll server without a delete mutation: a difference); Replace is
+	// then only checked.
+	Beside bool
 	// Clean: the group is as desired: only its dirty mark is cleared.
 	Clean bool
 }
@@ -243,8 +247,11 @@ func (l *Ledger) ApplyPlan(ctx context.Context, company string, source int64, ch
 			return nil
 		}
 		var replaced, creates int
-		for _, c := range apply {
-			replaced += len(c.Replace)
+		for i, c := range apply {
+			if c.Beside {
+				apply[i].Replace = nil
+			}
+			replaced += len(apply[i].Replace)
 			creates += len(c.Create)
 		}
 		res, err := st.exec(`INSERT INTO corrections (source_id, company_id, entries, superseded, created_at) VALUES (?, ?, ?, ?, ?)`,

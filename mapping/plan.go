@@ -3,6 +3,7 @@ package mapping
 import (
 	"cmp"
 	"fmt"
+	"strings"
 
 	"github.com/paysync/paysync"
 	"github.com/shopspring/decimal"
@@ -196,34 +197,88 @@ func (p *Planner) operand(s *Source, pp paysync.PlannedPayPart, g *group) decima
 }
 
 // GroupTotals is what a group of lines sums (company × employee × code ×
-// rate × period), as the ledger keeps it: the exact sums of the lines that
-// count.
+// rate × period, and the amount product its lines share), as the ledger
+// keeps it: the exact sums of the lines that count.
 type GroupTotals struct {
 	CompanyID, EmployeeID, EmployeeName, Code, Description string
-	Rule                                                   string // the rule of its first line
+	Product                                                string // the lines' amount product (Line.Shape), "" for none
 	Rate                                                   decimal.NullDecimal
-	FromHours                                              bool
 	Seconds, Units, Amount                                 decimal.NullDecimal
 	Lines                                                  int
 }
 
+// Shape is what lines of one group must share beyond their key: the
+// amount computed on the group's totals (a product such as "hours × rate"),
+// "" for none. Units from hours and explicit units add up in one group.
+func (l Line) Shape() string {
+	if l.AmountProduct == nil {
+		return ""
+	}
+	return l.AmountProduct.String()
+}
+
 // Finish computes the pay part a group's totals make, rounded once (hours
-// from exact seconds, an amount product of the rule on the totals), or the
-// problems that keep it from being sent: the same finish a planner gives.
+// from exact seconds, plus explicit units; an amount product on the
+// totals), or the problems that keep it from being sent: the same finish a
+// planner gives.
 func Finish(rules *Rules, wire WireChecker, t GroupTotals) (paysync.PlannedPayPart, []error) {
 	p := NewPlanner(rules, wire)
 	l := Line{CompanyID: t.CompanyID, EmployeeID: t.EmployeeID, EmployeeName: t.EmployeeName, Code: t.Code,
-		Description: t.Description, Rule: t.Rule, UnitsFromHours: t.FromHours, Rate: t.Rate}
-	for i := range p.rules.Rules {
-		if r := &p.rules.Rules[i]; r.Name == t.Rule && r.Amount != nil && r.Amount.Kind == FromProduct {
-			l.AmountProduct = r.Amount
+		Description: t.Description, UnitsFromHours: t.Seconds.Valid, Rate: t.Rate}
+	if t.Product != "" {
+		prod, err := parseProduct(t.Product)
+		if err != nil {
+			return paysync.PlannedPayPart{}, []error{err}
 		}
+		l.AmountProduct = prod
 	}
-	g := &group{line: l, hours: paysync.Hours{Seconds: t.Seconds.Decimal, Valid: t.Seconds.Valid}, units: t.Units, amt: t.Amount, n: t.Lines}
-	if t.FromHours && !t.Seconds.Valid {
-		g.hours = paysync.Hours{Valid: true}
+	hours := paysync.Hours{Seconds: t.Seconds.Decimal, Valid: t.Seconds.Valid}
+	units := t.Units
+	if t.Seconds.Valid && t.Units.Valid {
+		// Lines from hours and lines with units of their own: the hours
+		// are rounded once, the units added exactly.
+		pp, probs := p.finish(&group{line: l, hours: hours, amt: t.Amount, n: t.Lines})
+		if len(probs) > 0 || !pp.Units.Valid {
+			return pp, probs
+		}
+		l.UnitsFromHours = false
+		units = decimal.NewNullDecimal(pp.Units.Decimal.Add(t.Units.Decimal))
+		hours = paysync.Hours{}
 	}
-	return p.finish(g)
+	return p.finish(&group{line: l, hours: hours, units: units, amt: t.Amount, n: t.Lines})
+}
+
+// parseProduct reads back a product's String(): "A × B", each of hours,
+// units, rate or a decimal constant.
+func parseProduct(s string) (*Source, error) {
+	a, b, ok := strings.Cut(s, " × ")
+	if !ok {
+		return nil, fmt.Errorf("amount product %q cannot be read", s)
+	}
+	op := func(x string) (*Source, error) {
+		switch x {
+		case "hours":
+			return &Source{Kind: FromHours}, nil
+		case "units":
+			return &Source{Kind: FromUnits}, nil
+		case "rate":
+			return &Source{Kind: FromRate}, nil
+		}
+		d, err := decimal.NewFromString(x)
+		if err != nil {
+			return nil, fmt.Errorf("amount product %q: operand %q cannot be read", s, x)
+		}
+		return &Source{Kind: FromConst, Const: d}, nil
+	}
+	x, err := op(a)
+	if err != nil {
+		return nil, err
+	}
+	y, err := op(b)
+	if err != nil {
+		return nil, err
+	}
+	return &Source{Kind: FromProduct, Operands: [2]*Source{x, y}}, nil
 }
 
 // PeriodOf is the pay period a line's date falls in under the rules.

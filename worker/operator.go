@@ -1,7 +1,9 @@
 package worker
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -103,21 +105,22 @@ func (o *Operations) Preview(ctx context.Context, op Operation) (Preview, error)
 	if err := o.L.CheckOpen(ctx, op.Target); err != nil {
 		return pv, err
 	}
-	if _, err := o.R.Absorb(ctx); err != nil {
-		return pv, err
-	}
-	var err error
-	if pv.Entries, err = o.L.TargetEntries(ctx, op.Target, op.Replay); err != nil {
-		return pv, err
-	}
 	l, ok := o.L.(*ledger.Ledger)
 	if !ok {
 		return pv, fmt.Errorf("preview: the ledger cannot be copied")
 	}
-	err = OnCopy(ctx, l, func(cp *ledger.Ledger) error {
+	// Everything on the copy, what intake recorded taken in too (with the
+	// command's rules: a draft's mapping never stays in the ledger).
+	err := OnCopy(ctx, l, func(cp *ledger.Ledger) error {
 		rc := *o.R
 		rc.L = cp
+		if _, err := rc.Absorb(ctx); err != nil {
+			return err
+		}
 		var err error
+		if pv.Entries, err = cp.TargetEntries(ctx, op.Target, op.Replay); err != nil {
+			return err
+		}
 		pv.Plan, err = (&Operations{L: cp, R: &rc}).Simulate(ctx, op)
 		return err
 	})
@@ -149,10 +152,15 @@ func OnCopy(ctx context.Context, l *ledger.Ledger, fn func(cp *ledger.Ledger) er
 // reconciler would then apply: what op would send, exactly. Run it on a
 // copy of the ledger (ledger.CopyTo): it changes the ledger it runs on.
 func (o *Operations) Simulate(ctx context.Context, op Operation) (Plan, error) {
-	if err := o.change(ctx, op); err != nil {
+	var refused *RefusedError
+	if err := o.change(ctx, op); err != nil && !errors.As(err, &refused) {
 		return Plan{}, err
 	}
-	return o.R.Plan(ctx, PlanFilter{})
+	p, err := o.R.Plan(ctx, PlanFilter{})
+	if refused != nil {
+		p.Refused = refused
+	}
+	return p, err
 }
 
 // change is op's change of desired state (after what intake recorded is
@@ -166,12 +174,17 @@ func (o *Operations) change(ctx context.Context, op Operation) error {
 	}
 	if op.Replay {
 		// Mapped again under the current rules first, while the target
-		// still names what it excluded; then they count again.
-		if _, err := o.R.Reline(ctx, op.Target); err != nil {
+		// still names what it excluded; then they count again. Entries
+		// the rules refuse keep their lines: said after the rest is done.
+		_, rerr := o.R.Reline(ctx, op.Target)
+		var refused *RefusedError
+		if rerr != nil && !errors.As(rerr, &refused) {
+			return rerr
+		}
+		if _, err := o.L.Replay(ctx, op.Target); err != nil {
 			return err
 		}
-		_, err := o.L.Replay(ctx, op.Target)
-		return err
+		return rerr
 	}
 	_, err := o.L.Revert(ctx, op.Target)
 	return err
@@ -184,7 +197,10 @@ func (o *Operations) Run(ctx context.Context, op Operation) (entries int, batche
 	if entries, err = o.L.TargetEntries(ctx, op.Target, op.Replay); err != nil {
 		return 0, nil, err
 	}
-	if err := o.change(ctx, op); err != nil {
+	var refused *RefusedError
+	if err := o.change(ctx, op); errors.As(err, &refused) {
+		defer func() { err = cmp.Or(err, error(refused)) }()
+	} else if err != nil {
 		return 0, nil, err
 	}
 	if batches, err = o.R.Apply(ctx, op.Target.Import); err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/paysync/paysync"
@@ -83,27 +84,62 @@ func (r *Reconciler) Absorb(ctx context.Context) (int, error) {
 }
 
 // Reline maps the versions of t again under the current rules (a replay).
+// A version the rules refuse keeps what it was mapped to before: its
+// refusal is returned (a *RefusedError, after the others are mapped), never
+// a reason to drop hours from payroll.
 func (r *Reconciler) Reline(ctx context.Context, t ledger.Target) (int, error) {
 	if r.Mapper == nil {
 		return 0, errors.New("replay: the rules need payroll's employees, and none were read")
 	}
 	var after int64
 	total := 0
+	refused := &RefusedError{}
 	for {
 		us, err := r.L.Relinings(ctx, t, after, absorbChunk)
 		if err != nil || len(us) == 0 {
+			if err == nil && refused.N > 0 {
+				err = refused
+			}
 			return total, err
 		}
 		as, err := r.mapAll(ctx, us)
 		if err != nil {
 			return total, err
 		}
-		if err := r.L.Reline(ctx, as); err != nil {
+		keep := as[:0]
+		for _, a := range as {
+			if a.Reject != nil {
+				refused.add(a)
+				continue
+			}
+			keep = append(keep, a)
+		}
+		if err := r.L.Reline(ctx, keep); err != nil {
 			return total, err
 		}
 		after = us[len(us)-1].Version
-		total += len(us)
+		total += len(keep)
 	}
+}
+
+// RefusedError: the current rules refuse entries a replay maps again; they
+// keep what they were mapped to before.
+type RefusedError struct {
+	N     int
+	First []string // the first few, each "source:line: entry: message"
+}
+
+func (e *RefusedError) add(a ledger.Absorbed) {
+	e.N++
+	if len(e.First) < 10 {
+		r := a.Reject
+		e.First = append(e.First, fmt.Sprintf("%s:%d: entry %s: %s: %s", a.Source, a.Line, r.EntryID, r.Field, r.Message))
+	}
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("the current rules refuse %d %s (they stay as they were mapped before; fix the rules and replay again): %s",
+		e.N, map[bool]string{true: "entry", false: "entries"}[e.N == 1], strings.Join(e.First, "; "))
 }
 
 func (r *Reconciler) mapAll(ctx context.Context, us []ledger.Unabsorbed) ([]ledger.Absorbed, error) {
@@ -144,22 +180,25 @@ func (r *Reconciler) mapOne(ctx context.Context, u ledger.Unabsorbed) (ledger.Ab
 		return a, nil
 	}
 	rules := r.rules()
-	for _, l := range out.lines {
+	for i, l := range out.lines {
 		p, err := rules.PeriodOf(l.Date)
 		if err != nil {
 			a.Status, a.Reject = paysync.EntryRejected, &ledger.NewReject{EntryID: e.ID, Line: u.Line, Field: "date", Message: err.Error()}
 			a.Lines = nil
 			return a, nil
 		}
-		nl := ledger.NewLine{Group: ledger.GroupKey{Company: l.CompanyID, Employee: l.EmployeeID, Code: l.Code, Rate: "-", Period: p},
-			Units: l.Units, Amount: l.Amount, EmployeeName: l.EmployeeName, Description: l.Description, Rule: l.Rule}
+		// A group's lines share its amount product (the rule's name does
+		// not matter: two rules that pay the same way are one group).
+		shape := l.Shape()
+		nl := ledger.NewLine{Group: ledger.GroupKey{Company: l.CompanyID, Employee: l.EmployeeID, Code: l.Code, Rate: "-", Period: p, Own: shape},
+			Units: l.Units, Amount: l.Amount, EmployeeName: l.EmployeeName, Description: l.Description, Rule: shape}
 		if l.Rate.Valid {
 			nl.Group.Rate = l.Rate.Decimal.String()
 		}
 		if !rules.Aggregate {
-			nl.Group.Own = e.Key()
+			nl.Group.Own = shape + "\x1f" + e.Key()
 			if len(out.lines) > 1 {
-				nl.Group.Own += "#" + l.Rule
+				nl.Group.Own += fmt.Sprintf("#%d", i)
 			}
 		}
 		if l.UnitsFromHours {
@@ -212,6 +251,9 @@ type Plan struct {
 	// Legacy counts entries from before the desired state not yet mapped:
 	// nothing is planned until they are.
 	Legacy int
+	// Refused, in a replay's simulation, are the entries the current rules
+	// refuse (they keep what they were mapped to before).
+	Refused *RefusedError
 }
 
 // Sends says whether the plan creates or deletes anything.
@@ -281,7 +323,7 @@ func (r *Reconciler) decide(ctx context.Context, g ledger.Group) Change {
 			rate = paysync.Dec(g.Key.Rate)
 		}
 		pp, probs := mapping.Finish(r.rules(), r.Wire, mapping.GroupTotals{CompanyID: g.Key.Company, EmployeeID: g.Key.Employee, EmployeeName: g.EmployeeName,
-			Code: g.Key.Code, Description: g.Description, Rule: g.Rule, Rate: rate, FromHours: g.FromHours, Seconds: g.Seconds, Units: g.Units, Amount: g.Amount, Lines: g.Lines})
+			Code: g.Key.Code, Description: g.Description, Product: g.Rule, Rate: rate, Seconds: g.Seconds, Units: g.Units, Amount: g.Amount, Lines: g.Lines})
 		if len(probs) > 0 {
 			c.Kind, c.Why = ChangeProblem, errors.Join(probs...).Error()
 			return c
@@ -320,7 +362,7 @@ func (r *Reconciler) decide(ctx context.Context, g ledger.Group) Change {
 			c.Kind, c.Why = ChangeWaiting, "a decrease: this payroll server offers no delete mutation (delete by hand in payroll)"
 			return c
 		}
-		c.Kind, c.change.Replace = ChangeCreate, nil
+		c.Kind, c.change.Beside = ChangeCreate, true
 		c.change.Create = []paysync.PlannedPayPart{diff}
 		return c
 	}

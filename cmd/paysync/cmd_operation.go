@@ -144,6 +144,9 @@ func operate(ctx context.Context, s *session, cfg *config, rules *mapping.Rules,
 	}
 	if !asJSON {
 		fmt.Fprintf(io.out, "%s: %s\n", op, plural(pv.Entries, "entry", "entries"))
+		if plan.Refused != nil {
+			fmt.Fprintf(io.out, "warning: %v\n", plan.Refused)
+		}
 		if len(plan.Changes) > 0 {
 			fmt.Fprintln(io.out, "\nwhat payroll would hold, per group (before → after):")
 			writePlan(io.out, plan)
@@ -154,8 +157,12 @@ func operate(ctx context.Context, s *session, cfg *config, rules *mapping.Rules,
 	if dryRun {
 		return "", nil
 	}
-	if plan.Sends() {
-		if err := confirm(io, yes, fmt.Sprintf("%s: send this to payroll?", op)); err != nil {
+	if plan.Sends() || pv.Entries > 0 {
+		q := fmt.Sprintf("%s: send this to payroll?", op)
+		if !plan.Sends() {
+			q = fmt.Sprintf("%s: record it (nothing to send now)?", op)
+		}
+		if err := confirm(io, yes, q); err != nil {
 			return "", err
 		}
 	}
@@ -163,6 +170,10 @@ func operate(ctx context.Context, s *session, cfg *config, rules *mapping.Rules,
 		return "", s.startupErr(err)
 	}
 	n, batches, err := ops.Run(ctx, op)
+	var refused *worker.RefusedError
+	if errors.As(err, &refused) {
+		err = nil // the rest was done: said after the summary
+	}
 	if errors.Is(err, ledger.ErrClosedPeriod) {
 		return "", fmt.Errorf("%s: %w", op, err)
 	}
@@ -184,6 +195,8 @@ func operate(ctx context.Context, s *session, cfg *config, rules *mapping.Rules,
 		fmt.Fprintln(io.out, detail)
 	}
 	switch {
+	case refused != nil:
+		return detail, fmt.Errorf("%s: %w", op, refused)
 	case d.Stats.Rejected > 0:
 		return detail, fmt.Errorf("%s: %s rejected by payroll (paysync imports show, paysync batches)", op, plural(d.Stats.Rejected, "pay part", "pay parts"))
 	case unfinished > 0:
@@ -257,13 +270,20 @@ func runPlan(ctx context.Context, args []string, io stdio, env lookupEnv) error 
 	if err != nil {
 		return s.startupErr(err)
 	}
-	// What intake recorded is taken into the desired state first (this
-	// sends nothing): the plan is then what a reconcile would send now.
-	if _, err := r.Absorb(ctx); err != nil {
+	// On a copy of the ledger, what intake recorded taken in first: the
+	// plan is what a reconcile would send now, and the ledger is left as it
+	// is (plan only reads, whatever its --rules).
+	var p worker.Plan
+	if err := worker.OnCopy(ctx, s.led, func(cp *ledger.Ledger) error {
+		rc := *r
+		rc.L = cp
+		if _, err := rc.Absorb(ctx); err != nil {
+			return err
+		}
+		var err error
+		p, err = rc.Plan(ctx, f)
 		return err
-	}
-	p, err := r.Plan(ctx, f)
-	if err != nil {
+	}); err != nil {
 		return err
 	}
 	if asJSON {

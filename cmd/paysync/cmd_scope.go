@@ -48,6 +48,15 @@ func runCutoff(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 		return fmt.Errorf("cutoff: %w", err)
 	}
 	if !p.Sends() {
+		// What an earlier run left open is still sent.
+		n, err := d.DeliverOpen(ctx, 0, nil)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			fmt.Fprintf(io.out, "cutoff: finished %s an earlier run left open: %d deleted, %d created\n", plural(n, "batch", "batches"), d.Stats.Deleted, d.Stats.Created)
+			return nil
+		}
 		fmt.Fprintln(io.out, "cutoff: nothing to send: payroll holds what the entries that count make of it")
 		return nil
 	}
@@ -58,11 +67,12 @@ func runCutoff(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	if err := confirm(io, yes, "cutoff: send the plan to payroll?"); err != nil {
 		return err
 	}
-	batches, err := r.Apply(ctx, 0)
-	if err != nil {
+	if _, err := r.Apply(ctx, 0); err != nil {
 		return fmt.Errorf("cutoff: %w", err)
 	}
-	if err := d.Deliver(ctx, batches); err != nil {
+	// Every batch still open: this plan's, and an earlier run's (run
+	// again after an interruption, cutoff finishes it).
+	if _, err := d.DeliverOpen(ctx, 0, nil); err != nil {
 		return err
 	}
 	fmt.Fprintf(io.out, "cutoff: %d deleted, %d created; %s\n", d.Stats.Deleted, d.Stats.Created, plural(s.cl.Calls(), "API call", "API calls"))
