@@ -39,7 +39,8 @@ const HeldNote = "held"
 // batch of one company deletes that company's: each company's calls stay
 // one at a time.)
 func (l *Ledger) SupersededBy(ctx context.Context, unit int64, company string) (map[int64][]Item, []int64, error) {
-	rows, err := l.rdb.QueryContext(ctx, `SELECT id, batch_id, company_id, coalesce(payroll_id, ''), coalesce(delete_attempt, 0)
+	rows, err := l.rdb.QueryContext(ctx, `SELECT id, batch_id, company_id, coalesce(payroll_id, ''), coalesce(delete_attempt, 0),
+			coalesce(group_id IN (`+frozenGroupIDs+`), 0)
 		FROM pay_parts WHERE superseded_by = ? AND +company_id = ? AND state = 'created' ORDER BY batch_id, id`, unit, company)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ledger: superseded pay parts: %w", err)
@@ -49,7 +50,7 @@ func (l *Ledger) SupersededBy(ctx context.Context, unit int64, company string) (
 	var order []int64
 	for rows.Next() {
 		var it Item
-		if err := rows.Scan(&it.ID, &it.BatchID, &it.CompanyID, &it.PayrollID, &it.DeleteAttempt); err != nil {
+		if err := rows.Scan(&it.ID, &it.BatchID, &it.CompanyID, &it.PayrollID, &it.DeleteAttempt, &it.Frozen); err != nil {
 			return nil, nil, err
 		}
 		it.State = paysync.PartCreated
@@ -86,4 +87,22 @@ func (l *Ledger) BeginSupersedeDelete(ctx context.Context, batchID int64, items 
 		return err
 	})
 	return id, err
+}
+
+// KeepFrozen keeps pay parts a plan replaces whose period was closed while
+// their delete was in flight and that payroll still holds (the delete was
+// not carried out): they are live again, their groups planned again (a
+// late change).
+func (l *Ledger) KeepFrozen(ctx context.Context, ids []int64) error {
+	return l.tx(ctx, "keep frozen pay parts", func(tx *sql.Tx) error {
+		for _, id := range ids {
+			if _, err := tx.ExecContext(ctx, `UPDATE pay_parts SET superseded_by = NULL, delete_attempt = NULL, updated_at = ? WHERE id = ? AND state = 'created'`, l.ts(), id); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE groups SET dirty = 1 WHERE id = (SELECT group_id FROM pay_parts WHERE id = ?)`, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

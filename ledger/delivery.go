@@ -53,6 +53,8 @@ type Item struct {
 	Error        string            `json:"error,omitempty"`
 	// DeleteAttempt is the delete attempt the pay part was sent in (0: none).
 	DeleteAttempt int64 `json:"delete_attempt,omitempty"`
+	// Frozen: its group's period is closed (SupersededBy).
+	Frozen bool `json:"-"`
 }
 
 const batchCols = `b.id, b.company_id, coalesce(b.source_id, 0), coalesce(b.parent_id, 0), coalesce(b.replay_of, 0), coalesce(b.correction_id, 0), b.state, b.attempts, b.last_error, b.created_at, b.updated_at,

@@ -46,6 +46,7 @@ type Ledger interface {
 	SupersededBy(ctx context.Context, unit int64, company string) (map[int64][]ledger.Item, []int64, error)
 	BeginSupersedeDelete(ctx context.Context, batchID int64, items int) (int64, error)
 	FreezeUnit(ctx context.Context, unit int64) error
+	KeepFrozen(ctx context.Context, ids []int64) error
 }
 
 var _ Ledger = (*ledger.Ledger)(nil)

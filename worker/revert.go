@@ -169,6 +169,22 @@ func (d *Deliverer) removeSuperseded(ctx context.Context, unit int64, company st
 		if err != nil {
 			return fmt.Errorf("correction %d: %w", unit, err)
 		}
+		// A period closed while a delete was in flight: what payroll still
+		// holds there stays (its delete was not carried out).
+		var keep []int64
+		for _, bid := range order {
+			for _, it := range byBatch[bid] {
+				if it.Frozen && exists[it.PayrollID] {
+					keep = append(keep, it.ID)
+				}
+			}
+		}
+		if len(keep) > 0 {
+			if err := d.L.KeepFrozen(ctx, keep); err != nil {
+				return err
+			}
+			continue
+		}
 		again := false
 		for _, bid := range order {
 			items := byBatch[bid]
