@@ -69,6 +69,30 @@ type Absorbed struct {
 // Unabsorbed returns up to limit of what is not yet in the desired state,
 // the versions from before first, then in the order intake recorded it.
 func (l *Ledger) Unabsorbed(ctx context.Context, limit int) ([]Unabsorbed, error) {
+	return l.UnabsorbedAfter(ctx, Cursor{}, limit)
+}
+
+// Cursor is where a reading of what is not yet absorbed goes on from: past
+// what the reader left held (a company payroll cannot be read for now).
+type Cursor struct{ Version, Entry, Correction int64 }
+
+// Next is the cursor past us.
+func (c Cursor) Next(us []Unabsorbed) Cursor {
+	for _, u := range us {
+		switch {
+		case u.Version != 0:
+			c.Version = max(c.Version, u.Version)
+		case u.Correction != 0:
+			c.Correction = max(c.Correction, u.Correction)
+		default:
+			c.Entry = max(c.Entry, u.Entry)
+		}
+	}
+	return c
+}
+
+// UnabsorbedAfter is Unabsorbed past the cursor.
+func (l *Ledger) UnabsorbedAfter(ctx context.Context, after Cursor, limit int) ([]Unabsorbed, error) {
 	var out []Unabsorbed
 	scan := func(q string, args ...any) error {
 		rows, err := l.rdb.QueryContext(ctx, q, args...)
@@ -86,21 +110,21 @@ func (l *Ledger) Unabsorbed(ctx context.Context, limit int) ([]Unabsorbed, error
 		return rows.Err()
 	}
 	if err := scan(`SELECT v.entry, 0, v.id, v.source_id, s.name, v.line, v.content_hash, v.data
-		FROM versions v JOIN sources s ON s.id = v.source_id WHERE v.pending = 1 ORDER BY v.id LIMIT ?`, limit); err != nil {
+		FROM versions v JOIN sources s ON s.id = v.source_id WHERE v.pending = 1 AND v.id > ? ORDER BY v.id LIMIT ?`, after.Version, limit); err != nil {
 		return nil, fmt.Errorf("ledger: versions to map: %w", err)
 	}
 	if len(out) > 0 {
 		return out, nil
 	}
 	if err := scan(`SELECT e.id, 0, 0, e.source_id, s.name, e.line, e.content_hash, e.data
-		FROM entries e JOIN sources s ON s.id = e.source_id WHERE e.note = 'held' AND e.status = 'mapped' ORDER BY e.id LIMIT ?`, limit); err != nil {
+		FROM entries e JOIN sources s ON s.id = e.source_id WHERE e.note = 'held' AND e.status = 'mapped' AND e.id > ? ORDER BY e.id LIMIT ?`, after.Entry, limit); err != nil {
 		return nil, fmt.Errorf("ledger: held entries: %w", err)
 	}
 	if len(out) > 0 {
 		return out, nil
 	}
 	if err := scan(`SELECT c.entry, c.id, 0, c.source_id, s.name, c.line, c.content_hash, c.data
-		FROM entry_corrections c JOIN sources s ON s.id = c.source_id WHERE c.state = 'pending' ORDER BY c.id LIMIT ?`, limit); err != nil {
+		FROM entry_corrections c JOIN sources s ON s.id = c.source_id WHERE c.state = 'pending' AND c.id > ? ORDER BY c.id LIMIT ?`, after.Correction, limit); err != nil {
 		return nil, fmt.Errorf("ledger: pending corrections: %w", err)
 	}
 	return out, nil
@@ -442,6 +466,21 @@ func (d *desired) flush() error {
 	for _, e := range d.legacy {
 		if err := d.tieLegacy(e); err != nil {
 			return err
+		}
+	}
+	// Pay parts from before the desired state left untied (their entries
+	// mapped to other groups since: a rate or a rule changed) are tied when
+	// their entries are mapped again (a replay with the rules they were
+	// paid with).
+	var untied bool
+	if err := d.st.queryRow(`SELECT EXISTS (SELECT 1 FROM pay_parts WHERE group_id IS NULL AND state IN ('created', 'pending'))`).Scan(&untied); err != nil {
+		return err
+	}
+	if untied {
+		for _, e := range ids {
+			if err := d.tieLegacy(e); err != nil {
+				return err
+			}
 		}
 	}
 	gs := make([]int64, 0, len(d.deltas))

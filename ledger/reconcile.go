@@ -179,6 +179,20 @@ func (l *Ledger) Waiting(ctx context.Context) (legacy int, err error) {
 	return legacy, nil
 }
 
+// Untied counts the live pay parts from before the desired state that no
+// group holds: their entries, mapped, fall in other groups (a rate or a
+// rule changed since they were paid). Planning then would pay them twice.
+func (l *Ledger) Untied(ctx context.Context) (int, error) {
+	var n int
+	err := l.rdb.QueryRowContext(ctx, `SELECT count(*) FROM pay_parts p JOIN batches b ON b.id = p.batch_id
+		WHERE p.group_id IS NULL AND p.state IN ('created', 'pending') AND `+livePartsWhere+`
+			AND NOT EXISTS (SELECT 1 FROM pay_part_entries pe JOIN entries e ON e.id = pe.entry_id WHERE pe.pay_part_id = p.id AND e.legacy = 1)`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: pay parts from before: %w", err)
+	}
+	return n, nil
+}
+
 // GroupChange is the reconciler's decision for one group.
 type GroupChange struct {
 	Group   int64

@@ -139,7 +139,7 @@ func (im *Importer) applyCorrections(ctx context.Context, rep *Report) error {
 		return nil
 	}
 	bs, err := im.Reconciler().Apply(ctx, rep.ImportID)
-	if err != nil {
+	if err != nil && !Paused(err) {
 		return err
 	}
 	for _, b := range bs {

@@ -114,7 +114,7 @@ func (o *Operations) Preview(ctx context.Context, op Operation) (Preview, error)
 	err := OnCopy(ctx, l, func(cp *ledger.Ledger) error {
 		rc := *o.R
 		rc.L = cp
-		if _, err := rc.Absorb(ctx); err != nil {
+		if _, err := rc.Absorb(ctx); err != nil && !Paused(err) {
 			return err
 		}
 		var err error
@@ -203,8 +203,11 @@ func (o *Operations) Run(ctx context.Context, op Operation) (entries int, batche
 	} else if err != nil {
 		return 0, nil, err
 	}
-	if batches, err = o.R.Apply(ctx, op.Target.Import); err != nil {
+	if batches, err = o.R.Apply(ctx, op.Target.Import); err != nil && !Paused(err) {
 		return entries, nil, err
+	} else if err != nil {
+		paused := err
+		defer func() { err = cmp.Or(err, paused) }()
 	}
 	if o.D != nil {
 		if err := o.D.Recover(ctx); err != nil {

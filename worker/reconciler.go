@@ -40,9 +40,10 @@ type Reconciler struct {
 
 // ReconcileLedger is what the reconciler needs of the ledger.
 type ReconcileLedger interface {
-	Unabsorbed(ctx context.Context, limit int) ([]ledger.Unabsorbed, error)
+	UnabsorbedAfter(ctx context.Context, after ledger.Cursor, limit int) ([]ledger.Unabsorbed, error)
 	Absorb(ctx context.Context, as []ledger.Absorbed) error
 	Waiting(ctx context.Context) (int, error)
+	Untied(ctx context.Context) (int, error)
 	Groups(ctx context.Context, f ledger.GroupFilter) ([]ledger.Group, error)
 	ApplyPlan(ctx context.Context, company string, source int64, changes []ledger.GroupChange, batchSize int) ([]int64, int, error)
 	Relinings(ctx context.Context, t ledger.Target, after int64, limit int) ([]ledger.Unabsorbed, error)
@@ -60,27 +61,86 @@ const absorbChunk = 500
 
 // Absorb maps what intake recorded and takes it into the desired state,
 // a chunk at a time, until nothing is left. An entry the rules refuse is
-// recorded as refused (a reject) and never blocks the others; a transient
-// failure (payroll's people could not be read) stops it, to be tried again.
+// recorded as refused (a reject) and never blocks the others. A company
+// payroll cannot be read for now (an outage, a revoked connection, a
+// company this process's connection does not see) leaves its entries held
+// and the others go on: a *PausedError says which, after the rest is done.
 func (r *Reconciler) Absorb(ctx context.Context) (int, error) {
 	if r.Mapper == nil {
 		return 0, nil
 	}
 	total := 0
+	var after ledger.Cursor
+	paused := map[string]error{}
 	for {
-		us, err := r.L.Unabsorbed(ctx, absorbChunk)
-		if err != nil || len(us) == 0 {
-			return total, err
-		}
-		as, err := r.mapAll(ctx, us)
+		us, err := r.L.UnabsorbedAfter(ctx, after, absorbChunk)
 		if err != nil {
 			return total, err
+		}
+		if len(us) == 0 {
+			break
+		}
+		after = after.Next(us)
+		as := make([]ledger.Absorbed, 0, len(us))
+		for _, u := range us {
+			company := r.companyOf(u)
+			if paused[company] != nil {
+				continue
+			}
+			a, err := r.mapOne(ctx, u)
+			if err == nil && a.Reject != nil && a.Reject.Field == "company_id" && u.Correction == 0 && u.Version == 0 {
+				// Taken in by a process that saw the company: not a
+				// fault of the entry that this one does not.
+				err = errors.New(a.Reject.Message)
+			}
+			if err != nil {
+				paused[company] = err
+				continue
+			}
+			as = append(as, a)
 		}
 		if err := r.L.Absorb(ctx, as); err != nil {
 			return total, err
 		}
-		total += len(us)
+		total += len(as)
 	}
+	if len(paused) > 0 {
+		return total, &PausedError{Companies: paused}
+	}
+	return total, nil
+}
+
+// Paused reports whether err is only a *PausedError: the other
+// companies' entries were taken in.
+func Paused(err error) bool {
+	var p *PausedError
+	return errors.As(err, &p)
+}
+
+// PausedError: the entries of these companies stay held, for now.
+type PausedError struct {
+	Companies map[string]error
+}
+
+func (e *PausedError) Error() string {
+	var parts []string
+	for _, co := range sortedKeys(e.Companies) {
+		parts = append(parts, fmt.Sprintf("company %s: %v", co, e.Companies[co]))
+	}
+	return "entries held until payroll can be read: " + strings.Join(parts, "; ")
+}
+
+// companyOf is the company of what u holds, as stored (the default one
+// when it names none).
+func (r *Reconciler) companyOf(u ledger.Unabsorbed) string {
+	var e struct {
+		CompanyID string `json:"company_id"`
+	}
+	_ = json.Unmarshal(u.Data, &e)
+	if e.CompanyID == "" && r.Mapper != nil {
+		return r.Mapper.Company()
+	}
+	return e.CompanyID
 }
 
 // Reline maps the versions of t again under the current rules (a replay).
@@ -432,10 +492,17 @@ const maxStale = 5
 // batches to send (the Deliverer sends them: deletes first). source is
 // the import the reconcile is for (0: none in particular).
 func (r *Reconciler) Apply(ctx context.Context, source int64) ([]int64, error) {
-	if _, err := r.Absorb(ctx); err != nil {
-		return nil, err
+	_, aerr := r.Absorb(ctx)
+	var paused *PausedError
+	if aerr != nil && !errors.As(aerr, &paused) {
+		return nil, aerr
 	}
-	return r.Reconcile(ctx, source)
+	// A paused company's entries wait; the others are planned now.
+	bs, err := r.Reconcile(ctx, source)
+	if err == nil {
+		err = aerr
+	}
+	return bs, err
 }
 
 // Reconcile is Apply without absorbing: the groups whose desired state
@@ -446,6 +513,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, source int64) ([]int64, erro
 		return nil, err
 	} else if n > 0 {
 		return nil, fmt.Errorf("reconcile: %d entries from before this version of paysync are not mapped yet (paysync run or import maps them with the rules)", n)
+	}
+	if n, err := r.L.Untied(ctx); err != nil {
+		return nil, err
+	} else if n > 0 {
+		return nil, fmt.Errorf("reconcile: %d pay parts from before this version of paysync are not what the current rules make of their entries (a rate or a rule changed since they were paid): nothing is sent until they match; map them with the rules they were paid with (paysync replay --period PERIOD --rules OLD.yaml), or revert their batches", n)
 	}
 	var batches []int64
 	size := r.BatchSize

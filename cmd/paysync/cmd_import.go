@@ -263,7 +263,7 @@ func planImportOn(ctx context.Context, cp *ledger.Ledger, s *session, rules *map
 		omitted += r.ProblemsOmitted
 	}
 	r := im.Reconciler()
-	if _, err := r.Absorb(ctx); err != nil {
+	if _, err := r.Absorb(ctx); err != nil && !worker.Paused(err) {
 		return importReport{}, err
 	}
 	plan, err := r.Plan(ctx, worker.PlanFilter{})

@@ -277,7 +277,7 @@ func runPlan(ctx context.Context, args []string, io stdio, env lookupEnv) error 
 	if err := worker.OnCopy(ctx, s.led, func(cp *ledger.Ledger) error {
 		rc := *r
 		rc.L = cp
-		if _, err := rc.Absorb(ctx); err != nil {
+		if _, err := rc.Absorb(ctx); err != nil && !worker.Paused(err) {
 			return err
 		}
 		var err error

@@ -40,7 +40,7 @@ func runCutoff(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 		return s.startupErr(err)
 	}
 	r := &worker.Reconciler{L: s.led, Mapper: mapper, Rules: rules, Wire: schema, BatchSize: s.cfg.BatchSize}
-	if _, err := r.Absorb(ctx); err != nil {
+	if _, err := r.Absorb(ctx); err != nil && !worker.Paused(err) {
 		return fmt.Errorf("cutoff: %w", err)
 	}
 	p, err := r.Plan(ctx, worker.PlanFilter{})
@@ -67,13 +67,21 @@ func runCutoff(ctx context.Context, args []string, io stdio, env lookupEnv) erro
 	if err := confirm(io, yes, "cutoff: send the plan to payroll?"); err != nil {
 		return err
 	}
-	if _, err := r.Apply(ctx, 0); err != nil {
-		return fmt.Errorf("cutoff: %w", err)
+	_, applyErr := r.Apply(ctx, 0)
+	if applyErr != nil && !worker.Paused(applyErr) {
+		return fmt.Errorf("cutoff: %w", applyErr)
 	}
 	// Every batch still open: this plan's, and an earlier run's (run
 	// again after an interruption, cutoff finishes it).
 	if _, err := d.DeliverOpen(ctx, 0, nil); err != nil {
 		return err
+	}
+	if applyErr != nil {
+		// Entries of a company this command's connection cannot read now
+		// stay held (paysync run, which routes each company through its
+		// connection, takes them; or run cutoff again).
+		fmt.Fprintf(io.out, "cutoff: %d deleted, %d created; %s\n", d.Stats.Deleted, d.Stats.Created, plural(s.cl.Calls(), "API call", "API calls"))
+		return fmt.Errorf("cutoff: %w", applyErr)
 	}
 	fmt.Fprintf(io.out, "cutoff: %d deleted, %d created; %s\n", d.Stats.Deleted, d.Stats.Created, plural(s.cl.Calls(), "API call", "API calls"))
 	return nil

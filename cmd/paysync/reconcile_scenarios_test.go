@@ -830,7 +830,8 @@ func TestScenario05_ConsoleReplayImportRacingMerge(t *testing.T) {
 // intake and merge: no rule maps them any more) must not stall every
 // merge: another company's good entries are paid within a deadline.
 func TestScenario06_RefusedHeldEntriesDoNotStall(t *testing.T) {
-	h, drv := scDaemon(t, "", "PAYSYNC_BATCH_LINGER", "1h")
+	// Held, not reconciled, before the stop: a cutoff that does not come.
+	h, drv := scDaemon(t, "", "PAYSYNC_SEND", "cutoff", "PAYSYNC_CUTOFF", "0 0 1 1 *")
 	const mette, jonas = sandbox.EmpMetteHansen, sandbox.EmpJonasLarsen
 	d := h.start(t)
 	// One message of scMergeChunk entries (a merge takes at most 5,000
@@ -846,6 +847,8 @@ func TestScenario06_RefusedHeldEntriesDoNotStall(t *testing.T) {
 	// a code of their own need no rule.
 	h.env["PAYSYNC_MAPPING"] = scRules(t, "aggregate: true\nrules:\n  - name: sick\n    match: {tags: [sick]}\n    code: SYG\n    units: hours")
 	h.env["PAYSYNC_BATCH_LINGER"] = "100ms"
+	delete(h.env, "PAYSYNC_SEND") // immediate
+	delete(h.env, "PAYSYNC_CUTOFF")
 	h.env["PAYSYNC_LOG_LEVEL"] = "error" // not a WARN per merge retried
 	d = h.start(t)
 	good := paysync.Entry{ID: "g1", CompanyID: sandbox.CompanyFjordtech, EmployeeID: jonas, Date: "2026-11-03", Code: "T1", Hours: paysync.HoursFromSeconds(5 * 3600)}

@@ -59,6 +59,7 @@ CREATE INDEX lines_group ON lines (group_id) WHERE counts = 1;
 
 ALTER TABLE pay_parts ADD COLUMN group_id INTEGER REFERENCES groups (id);
 CREATE INDEX pay_parts_group ON pay_parts (group_id) WHERE group_id IS NOT NULL;
+CREATE INDEX pay_parts_untied ON pay_parts (id) WHERE group_id IS NULL AND state IN ('created', 'pending');
 ALTER TABLE sources ADD COLUMN reverted INTEGER NOT NULL DEFAULT 0;
 -- Why an entry does not count although its version would: excluded by the
 -- revert of a batch (by: the batch) or of a period (by: -1), each lifted by
