@@ -5,8 +5,8 @@ import "fmt"
 // The states and outcomes the ledger stores, as typed strings. The values
 // are the ledger's TEXT columns (and its CHECK constraints) verbatim, and
 // what `paysync batches --json` and friends print: never rename one. The
-// state diagram, and which transitions the ledger makes, is in the ledger
-// package doc (ledger/doc.go) and docs/architecture.md.
+// state diagram, and which transitions the ledger makes, is in
+// docs/architecture.md ("States").
 
 // BatchState is where a batch (one create_pay_parts call's worth of pay
 // parts for a company) is in delivery.
