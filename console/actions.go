@@ -359,7 +359,7 @@ func (s *Server) plan(ctx context.Context, t target) (plan, error) {
 	p.Entries, p.Rows = pv.Entries, planRows(pv.Plan)
 	// Something to send, or entries to change (a closed period's: recorded,
 	// sent once it is opened).
-	p.Changes = pv.Plan.Sends() || pv.Entries > 0
+	p.Changes = len(pv.Plan.Changes) > 0
 	if pv.Plan.Refused != nil {
 		p.Notes = append(p.Notes, pv.Plan.Refused.Error())
 	}

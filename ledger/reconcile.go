@@ -186,7 +186,8 @@ func (l *Ledger) Untied(ctx context.Context) (int, error) {
 	var n int
 	err := l.rdb.QueryRowContext(ctx, `SELECT count(*) FROM pay_parts p JOIN batches b ON b.id = p.batch_id
 		WHERE p.group_id IS NULL AND p.state IN ('created', 'pending') AND `+livePartsWhere+`
-			AND NOT EXISTS (SELECT 1 FROM pay_part_entries pe JOIN entries e ON e.id = pe.entry_id WHERE pe.pay_part_id = p.id AND e.legacy = 1)`).Scan(&n)
+			AND NOT EXISTS (SELECT 1 FROM pay_part_entries pe JOIN entries e ON e.id = pe.entry_id WHERE pe.pay_part_id = p.id AND e.legacy = 1)
+			AND EXISTS (SELECT 1 FROM pay_part_entries pe JOIN versions v ON v.entry = pe.entry_id WHERE pe.pay_part_id = p.id)`).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("ledger: pay parts from before: %w", err)
 	}
@@ -335,6 +336,9 @@ type Target struct {
 	Batches []int64
 	Period  *paysync.Period
 	Company string
+	// Except, in a replay, are entries it leaves as they are (the current
+	// rules refuse them).
+	Except []int64
 }
 
 func (sc Target) String() string {
@@ -457,15 +461,22 @@ func (l *Ledger) Replay(ctx context.Context, sc Target) (int, error) {
 		}
 		// A period's entries count again whatever excluded them; a
 		// batch's, from the batch's revert only.
+		except, eargs := "", []any{}
+		if len(sc.Except) > 0 {
+			except = ` AND entry NOT IN (` + placeholders(len(sc.Except)) + `)`
+			for _, e := range sc.Except {
+				eargs = append(eargs, e)
+			}
+		}
 		if len(sc.Batches) == 0 {
-			_, err := st.exec(`DELETE FROM exclusions WHERE entry IN (`+sub+`)`, args...)
+			_, err := st.exec(`DELETE FROM exclusions WHERE entry IN (`+sub+`)`+except, append(args, eargs...)...)
 			return err
 		}
 		var by []any
 		for _, b := range sc.Batches {
 			by = append(by, b)
 		}
-		_, err := st.exec(`DELETE FROM exclusions WHERE by IN (`+placeholders(len(by))+`) AND entry IN (`+sub+`)`, append(by, args...)...)
+		_, err := st.exec(`DELETE FROM exclusions WHERE by IN (`+placeholders(len(by))+`) AND entry IN (`+sub+`)`+except, append(append(by, args...), eargs...)...)
 		return err
 	})
 }

@@ -181,7 +181,11 @@ func (o *Operations) change(ctx context.Context, op Operation) error {
 		if rerr != nil && !errors.As(rerr, &refused) {
 			return rerr
 		}
-		if _, err := o.L.Replay(ctx, op.Target); err != nil {
+		t := op.Target
+		if refused != nil {
+			t.Except = refused.Entries // they stay as they were: excluded too
+		}
+		if _, err := o.L.Replay(ctx, t); err != nil {
 			return err
 		}
 		return rerr
@@ -198,10 +202,10 @@ func (o *Operations) Run(ctx context.Context, op Operation) (entries int, batche
 		return 0, nil, err
 	}
 	var refused *RefusedError
-	if err := o.change(ctx, op); errors.As(err, &refused) {
+	if cerr := o.change(ctx, op); errors.As(cerr, &refused) {
 		defer func() { err = cmp.Or(err, error(refused)) }()
-	} else if err != nil {
-		return 0, nil, err
+	} else if cerr != nil {
+		return 0, nil, cerr
 	}
 	if batches, err = o.R.Apply(ctx, op.Target.Import); err != nil && !Paused(err) {
 		return entries, nil, err

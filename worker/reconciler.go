@@ -185,12 +185,14 @@ func (r *Reconciler) Reline(ctx context.Context, t ledger.Target) (int, error) {
 // RefusedError: the current rules refuse entries a replay maps again; they
 // keep what they were mapped to before.
 type RefusedError struct {
-	N     int
-	First []string // the first few, each "source:line: entry: message"
+	N       int
+	First   []string // the first few, each "source:line: entry: message"
+	Entries []int64  // the entries (entries.id)
 }
 
 func (e *RefusedError) add(a ledger.Absorbed) {
 	e.N++
+	e.Entries = append(e.Entries, a.Entry)
 	if len(e.First) < 10 {
 		r := a.Reject
 		e.First = append(e.First, fmt.Sprintf("%s:%d: entry %s: %s: %s", a.Source, a.Line, r.EntryID, r.Field, r.Message))
@@ -198,8 +200,11 @@ func (e *RefusedError) add(a ledger.Absorbed) {
 }
 
 func (e *RefusedError) Error() string {
-	return fmt.Sprintf("the current rules refuse %d %s (they stay as they were mapped before; fix the rules and replay again): %s",
-		e.N, map[bool]string{true: "entry", false: "entries"}[e.N == 1], strings.Join(e.First, "; "))
+	noun := "problems: the current rules refuse these entries"
+	if e.N == 1 {
+		noun = "problem: the current rules refuse this entry"
+	}
+	return fmt.Sprintf("%d %s (they stay as they were; fix the rules and replay again): %s", e.N, noun, strings.Join(e.First, "; "))
 }
 
 func (r *Reconciler) mapAll(ctx context.Context, us []ledger.Unabsorbed) ([]ledger.Absorbed, error) {
@@ -256,7 +261,10 @@ func (r *Reconciler) mapOne(ctx context.Context, u ledger.Unabsorbed) (ledger.Ab
 			nl.Group.Rate = l.Rate.Decimal.String()
 		}
 		if !rules.Aggregate {
-			nl.Group.Own = shape + "\x1f" + e.Key()
+			nl.Group.Own = e.Key()
+			if shape != "" {
+				nl.Group.Own = shape + "\x1f" + e.Key()
+			}
 			if len(out.lines) > 1 {
 				nl.Group.Own += fmt.Sprintf("#%d", i)
 			}

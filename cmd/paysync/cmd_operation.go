@@ -157,10 +157,10 @@ func operate(ctx context.Context, s *session, cfg *config, rules *mapping.Rules,
 	if dryRun {
 		return "", nil
 	}
-	if plan.Sends() || pv.Entries > 0 {
+	if len(plan.Changes) > 0 {
 		q := fmt.Sprintf("%s: send this to payroll?", op)
 		if !plan.Sends() {
-			q = fmt.Sprintf("%s: record it (nothing to send now)?", op)
+			q = fmt.Sprintf("%s: record it (nothing to send now: late or waiting)?", op)
 		}
 		if err := confirm(io, yes, q); err != nil {
 			return "", err
