@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -224,20 +223,7 @@ type planRow struct {
 // planRows are a plan's changes in paysync plan's order: company, period,
 // employee, code.
 func planRows(p worker.Plan) []planRow {
-	cs := append([]worker.Change(nil), p.Changes...)
-	sort.SliceStable(cs, func(i, j int) bool {
-		a, b := cs[i].Group.Key, cs[j].Group.Key
-		if a.Company != b.Company {
-			return a.Company < b.Company
-		}
-		if a.Period.String() != b.Period.String() {
-			return a.Period.String() < b.Period.String()
-		}
-		if cs[i].Group.EmployeeName != cs[j].Group.EmployeeName {
-			return cs[i].Group.EmployeeName < cs[j].Group.EmployeeName
-		}
-		return a.Code < b.Code
-	})
+	cs := p.Sorted()
 	out := make([]planRow, 0, len(cs))
 	for _, c := range cs {
 		g := c.Group

@@ -324,6 +324,26 @@ type Plan struct {
 	Refused *RefusedError
 }
 
+// Sorted is the plan's changes in the order paysync plan and the console
+// show them: company, period, employee, code.
+func (p Plan) Sorted() []Change {
+	cs := append([]Change(nil), p.Changes...)
+	sort.SliceStable(cs, func(i, j int) bool {
+		a, b := cs[i].Group.Key, cs[j].Group.Key
+		if a.Company != b.Company {
+			return a.Company < b.Company
+		}
+		if a.Period.String() != b.Period.String() {
+			return a.Period.String() < b.Period.String()
+		}
+		if cs[i].Group.EmployeeName != cs[j].Group.EmployeeName {
+			return cs[i].Group.EmployeeName < cs[j].Group.EmployeeName
+		}
+		return a.Code < b.Code
+	})
+	return cs
+}
+
 // Sends says whether the plan creates or deletes anything.
 func (p Plan) Sends() bool {
 	for _, c := range p.Changes {

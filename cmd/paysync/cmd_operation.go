@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"sort"
 
 	"github.com/paysync/paysync"
 	"github.com/paysync/paysync/ledger"
@@ -317,7 +316,7 @@ type changeJSON struct {
 
 func planJSON(p worker.Plan) []changeJSON {
 	out := []changeJSON{}
-	for _, c := range sortedChanges(p) {
+	for _, c := range p.Sorted() {
 		g := c.Group
 		rate := g.Key.Rate
 		if rate == "-" {
@@ -327,24 +326,6 @@ func planJSON(p worker.Plan) []changeJSON {
 			Code: g.Key.Code, Rate: rate, Before: c.Before, After: c.After, Entries: g.Lines, Change: string(c.Kind), Why: c.Why})
 	}
 	return out
-}
-
-func sortedChanges(p worker.Plan) []worker.Change {
-	cs := append([]worker.Change(nil), p.Changes...)
-	sort.SliceStable(cs, func(i, j int) bool {
-		a, b := cs[i].Group.Key, cs[j].Group.Key
-		if a.Company != b.Company {
-			return a.Company < b.Company
-		}
-		if a.Period.String() != b.Period.String() {
-			return a.Period.String() < b.Period.String()
-		}
-		if cs[i].Group.EmployeeName != cs[j].Group.EmployeeName {
-			return cs[i].Group.EmployeeName < cs[j].Group.EmployeeName
-		}
-		return a.Code < b.Code
-	})
-	return cs
 }
 
 // writePlan prints a plan as a table.
