@@ -19,7 +19,7 @@ package main
 //	PAYSYNC_PROPERTY_OPS     only these operation kinds, comma separated (default all):
 //	                         import statement revert-import replay-import revert-batch
 //	                         replay-batch revert-period replay-period close open rules
-//	PAYSYNC_PROPERTY_BUDGET  no new seed is started after this long (default 40s)
+//	PAYSYNC_PROPERTY_BUDGET  no new seed is started after this long (default 40s; 20s under -race)
 //	PAYSYNC_PROPERTY_DETAILS how many failing seeds print their whole sequence (default 3)
 //
 // A seed stops at its first difference (or a usage error, or a panic of
@@ -1259,6 +1259,9 @@ func TestReconcile_Property(t *testing.T) {
 		details = n
 	}
 	budget := 40 * time.Second
+	if raceEnabled {
+		budget = 20 * time.Second // the suite's time: a few seeds under the race detector, all of them without
+	}
 	if s := os.Getenv("PAYSYNC_PROPERTY_BUDGET"); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil {
