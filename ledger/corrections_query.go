@@ -396,8 +396,7 @@ func (l *Ledger) partEntries(ctx context.Context, parts []int64) (map[int64][]pa
 	}
 	out := map[int64][]partEntry{}
 	err := queryIn(ctx, l.rdb, keys, func(in string) string {
-		return `SELECT pe.pay_part_id, e.id, s.name, e.line, e.entry_id FROM pay_part_entries pe JOIN entries e ON e.id = pe.entry_id
-			JOIN sources s ON s.id = e.source_id WHERE pe.pay_part_id IN (` + in + `) ORDER BY pe.pay_part_id, e.id`
+		return `SELECT pay_part_id, row, name, line, entry_id FROM (` + partEntriesSQL + `) WHERE pay_part_id IN (` + in + `) ORDER BY pay_part_id, row`
 	}, func(rows *sql.Rows) error {
 		var part int64
 		var pe partEntry

@@ -167,7 +167,7 @@ func TestLedger_CorrectionDetail(t *testing.T) {
 			name: "the first plan: one unit per company",
 			unit: new(int64(1)),
 			want: `unit 1: import 1 v1.ndjson, company A, 1 entries, 0 replaced (0 to delete), 1 new (0 not sent), batches [1], done
-new 1 batch 1 X T1 10 created payroll "p1" []
+new 1 batch 1 X T1 10 created payroll "p1" [v1.ndjson:1 e1, v1.ndjson:2 e2]
 delta A X T1: units - -> 10, amount - -> -, [] -> [1]
 `,
 		},
@@ -180,7 +180,7 @@ delta A X T1: units - -> 10, amount - -> -, [] -> [1]
 			unit: &units[0],
 			want: `unit 3: import 2 v2.ndjson, company A, 1 entries, 1 replaced (1 to delete), 1 new (1 not sent), batches [3], pending
 replaced 1 batch 1 X T1 10 created payroll "p1" []: to_delete
-new 3 batch 3 X T1 10.5 pending payroll "" []
+new 3 batch 3 X T1 10.5 pending payroll "" [v2.ndjson:4 e1, v1.ndjson:2 e2]
 delta A X T1: units 10 -> 10.5, amount - -> -, [1] -> [3]
 `,
 		},
@@ -193,7 +193,7 @@ delta A X T1: units 10 -> 10.5, amount - -> -, [1] -> [3]
 			unit: &units[0],
 			want: `unit 3: import 2 v2.ndjson, company A, 1 entries, 1 replaced (0 to delete), 1 new (0 not sent), batches [3], done
 replaced 1 batch 1 X T1 10 deleted payroll "p1" []: deleted
-new 3 batch 3 X T1 10.5 created payroll "p3" []
+new 3 batch 3 X T1 10.5 created payroll "p3" [v2.ndjson:4 e1, v1.ndjson:2 e2]
 delta A X T1: units 10 -> 10.5, amount - -> -, [1] -> [3]
 `,
 		},
@@ -218,7 +218,7 @@ delta A X T1: units 10.5 -> 11, amount - -> -, [3] -> [4]
 			unit: &units[2],
 			want: `unit 5: import 4 v4.ndjson, company A, 1 entries, 1 replaced (0 to delete), 1 new (1 not sent), batches [5], pending
 replaced 4 batch 4 X T1 11 deleted payroll "" []: not_sent
-new 5 batch 5 X T1 9 pending payroll "" []
+new 5 batch 5 X T1 9 pending payroll "" [v4.ndjson:1 e1, v1.ndjson:2 e2]
 delta A X T1: units 11 -> 9, amount - -> -, [4] -> [5]
 `,
 		},
@@ -246,7 +246,7 @@ delta B Y T1: units 5 -> -, amount - -> -, [2] -> []
 			unit: &units[2],
 			want: `unit 5: import 4 v4.ndjson, company A, 1 entries, 1 replaced (0 to delete), 1 new (1 not sent), batches [5 7], pending
 replaced 4 batch 4 X T1 11 deleted payroll "" []: not_sent
-new 5 batch 7 X T1 9 pending payroll "" []
+new 5 batch 7 X T1 9 pending payroll "" [v4.ndjson:1 e1, v1.ndjson:2 e2]
 delta A X T1: units 11 -> 9, amount - -> -, [4] -> [5]
 `,
 		},

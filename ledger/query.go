@@ -85,8 +85,7 @@ func (l *Ledger) BatchDetail(ctx context.Context, id int64) (BatchDetail, error)
 	}
 	for _, it := range items {
 		idt := ItemDetail{Item: it}
-		rows, err := l.rdb.QueryContext(ctx, `SELECT s.name, e.line, e.entry_id FROM pay_part_entries pe JOIN entries e ON e.id = pe.entry_id
-			JOIN sources s ON s.id = e.source_id WHERE pe.pay_part_id = ? ORDER BY e.id`, it.ID)
+		rows, err := l.rdb.QueryContext(ctx, `SELECT name, line, entry_id FROM (`+partEntriesSQL+`) WHERE pay_part_id = ? ORDER BY row`, it.ID)
 		if err != nil {
 			return d, fmt.Errorf("ledger: entries of pay part %d: %w", it.ID, err)
 		}
@@ -104,6 +103,17 @@ func (l *Ledger) BatchDetail(ctx context.Context, id int64) (BatchDetail, error)
 	d.Log, err = l.Attempts(ctx, id, 0)
 	return d, err
 }
+
+// partEntriesSQL selects the entries behind pay parts (pay_part_id, row,
+// name, line, entry_id): those counting in the group of a live pay part
+// (the lines it sums), and those linked to a pay part from before the
+// desired state.
+const partEntriesSQL = `SELECT p.id AS pay_part_id, e.id AS row, s.name AS name, v.line AS line, e.entry_id AS entry_id
+		FROM pay_parts p JOIN lines l ON l.group_id = p.group_id AND l.counts = 1 JOIN versions v ON v.id = l.version
+		JOIN entries e ON e.id = v.entry JOIN sources s ON s.id = v.source_id
+		WHERE p.superseded_by IS NULL AND p.state IN ('created', 'pending')
+	UNION ALL SELECT pe.pay_part_id, e.id, s.name, e.line, e.entry_id FROM pay_part_entries pe JOIN entries e ON e.id = pe.entry_id
+		JOIN sources s ON s.id = e.source_id`
 
 // Attempts lists attempts of a batch (batchID 0: of all batches), oldest
 // first; limit 0 means all (else the newest limit).
