@@ -88,9 +88,9 @@ func (r *Reconciler) Absorb(ctx context.Context) (int, error) {
 				continue
 			}
 			a, err := r.mapOne(ctx, u)
-			if err == nil && a.Reject != nil && a.Reject.Field == "company_id" && u.Correction == 0 && u.Version == 0 {
-				// Taken in by a process that saw the company: not a
-				// fault of the entry that this one does not.
+			if err == nil && a.Reject != nil && a.Reject.Field == "company_id" {
+				// Intake saw the company (it checks it): a company this
+				// process cannot see now is not a fault of the entry.
 				err = errors.New(a.Reject.Message)
 			}
 			if err != nil {
